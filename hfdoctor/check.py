@@ -1,0 +1,49 @@
+"""Run the selected rules over one target and collect a Report."""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+from hfdoctor import lineage
+from hfdoctor.findings import Finding, Report
+from hfdoctor.repo import ModelRepo
+from hfdoctor.rules import selected_rules
+from hfdoctor.rules.base import Rule
+from hfdoctor.upstream import Upstream
+
+
+def run_rules(repo: ModelRepo, rules: list[Rule]) -> tuple[list[Finding], list[str]]:
+    findings: list[Finding] = []
+    internal: list[str] = []
+    for r in rules:
+        try:
+            findings.extend(r.check(repo))
+        except Exception as err:  # a bug in hfdoctor, never the repo's fault
+            where = traceback.extract_tb(err.__traceback__)[-1]
+            internal.append(f"{r.code} {r.name} crashed: {type(err).__name__}: {err} ({Path(where.filename).name}:{where.lineno})")
+    return findings, internal
+
+
+def sort_key(f: Finding) -> tuple:
+    return (-int(f.severity), f.file or "", f.line or 0, f.code)
+
+
+def check_target(
+    target: str,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    upstream: Upstream | None = None,
+) -> Report:
+    repo = ModelRepo(target, upstream=upstream)
+    findings, internal = run_rules(repo, selected_rules(select, ignore))
+    try:
+        lin = lineage.detect(repo).to_json()
+    except Exception as err:
+        internal.append(f"lineage crashed: {type(err).__name__}: {err}")
+        lin = {"family": None, "base_model": None, "evidence": []}
+    report = Report(target=target, findings=sorted(findings, key=sort_key), lineage=lin, internal_errors=internal)
+    sections = getattr(repo, "report_sections", None)
+    if sections:
+        report.sections.update(sections)
+    return report

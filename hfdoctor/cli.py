@@ -1,0 +1,252 @@
+"""The command line: thin typer commands over the library.
+
+Exit codes (CONTRACT.md): 0 nothing at or above --fail-on; 1 findings at or above it
+(fix: what is left; probe: a behaviour check failed); 2 usage error or a failure of
+hfdoctor itself. Heavy libraries (torch, transformers) are never imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from hfdoctor import __version__
+from hfdoctor.findings import Severity
+
+app = typer.Typer(
+    name="hfdoctor",
+    help="Lint and repair Hugging Face model repositories: chat templates, tokenizers, "
+    "generation config, model card, weights.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+hook_app = typer.Typer(help="Git hooks that run hfdoctor.", no_args_is_help=True)
+app.add_typer(hook_app, name="hook")
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+    info = "info"
+
+
+class Device(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def fail(message: str) -> None:
+    """A usage error or a failure of hfdoctor itself: message on stderr, exit 2."""
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {message}")
+    raise typer.Exit(2)
+
+
+def split_list(values: Optional[List[str]]) -> list[str]:
+    """--select A,B --select C -> [A, B, C]."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return out
+
+
+def check_selectors(selectors: list[str]) -> None:
+    from hfdoctor.rules import ALL_RULES, matches
+
+    for selector in selectors:
+        if selector.upper() != "ALL" and not any(matches(r, selector) for r in ALL_RULES):
+            fail(f"no rule matches {selector!r} (see `hfdoctor rules`)")
+
+
+def resolve_target(target: str, upstream) -> str:
+    from hfdoctor.upstream import resolve_target as resolve
+
+    try:
+        return resolve(target, upstream)
+    except FileNotFoundError as err:
+        fail(str(err))
+        raise  # unreachable: fail() exits
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        print(f"hfdoctor {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_callback(
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Print the version."),
+) -> None:
+    """hfdoctor: find what breaks serving and training in a model repository, and fix it."""
+
+
+UPSTREAM_HELP = ("Directory of upstream model folders named <org>--<name>/ (repeatable; also HFDOCTOR_UPSTREAM), "
+                 "consulted before the local Hugging Face cache and the Hub.")
+
+
+@app.command()
+def check(
+    targets: List[str] = typer.Argument(..., help="Checkpoint directories (or Hub repo ids found in the local cache)."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules: codes, names or prefixes (comma-separated)."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules: codes, names or prefixes."),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Lowest severity that makes the exit code 1."),
+    upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
+) -> None:
+    """Run every static rule. Never writes; never reads tensor data."""
+    from hfdoctor.check import check_target
+    from hfdoctor.upstream import Upstream
+
+    selects, ignores = split_list(select), split_list(ignore)
+    check_selectors(selects + ignores)
+    up = Upstream.from_options(upstream)
+    reports = []
+    for target in targets:
+        path = resolve_target(target, up)
+        report = check_target(path, select=selects, ignore=ignores, upstream=up)
+        report.target = target
+        reports.append(report)
+    emit(reports, output_format)
+    raise typer.Exit(exit_code(reports, Severity.parse(fail_on.value)))
+
+
+def emit(reports, output_format: OutputFormat) -> None:
+    if output_format is OutputFormat.json:
+        from hfdoctor.report.json_report import write_json
+
+        print(write_json(reports))
+    else:
+        from hfdoctor.report.text import write_text
+
+        write_text(reports, stdout_console())
+
+
+def exit_code(reports, fail_on: Severity) -> int:
+    if any(r.internal_errors for r in reports):
+        return 2
+    worst = max((r.worst() for r in reports if r.worst() is not None), default=None)
+    return 1 if worst is not None and worst >= fail_on else 0
+
+
+@app.command()
+def fix(
+    target: str = typer.Argument(..., help="Checkpoint directory to repair."),
+    diff: bool = typer.Option(False, "--diff", help="Print a unified diff of the fixes and write nothing."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes marked unsafe."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format of the summary."),
+    select: Optional[List[str]] = typer.Option(None, "--select", help="Only fix findings of these rules."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Do not fix findings of these rules."),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Lowest severity left after fixing that makes the exit code 1."),
+    upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
+) -> None:
+    """Write the minimal patch for fixable findings, then re-check and report what remains."""
+    from hfdoctor.fix import run_fix
+    from hfdoctor.upstream import Upstream
+
+    selects, ignores = split_list(select), split_list(ignore)
+    check_selectors(selects + ignores)
+    up = Upstream.from_options(upstream)
+    path = resolve_target(target, up)
+    if path != target and not os.path.isdir(target):
+        fail("fix works on a local checkout only (it writes files); clone the repository first")
+    code = run_fix(
+        path, diff=diff, unsafe_fixes=unsafe_fixes, select=selects, ignore=ignores, upstream=up,
+        fail_on=Severity.parse(fail_on.value), output_format=output_format.value, console=stdout_console(),
+    )
+    raise typer.Exit(code)
+
+
+@app.command()
+def probe(
+    target: str = typer.Argument(..., help="Checkpoint directory whose weights to load."),
+    device: Device = typer.Option(Device.auto, "--device", help="Where to run the model."),
+    max_new_tokens: int = typer.Option(96, "--max-new-tokens", min=1, help="Generation budget per check."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the repository's own Python code to run (off by default)."),
+    upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
+) -> None:
+    """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
+    from hfdoctor.probe import run_probe
+    from hfdoctor.upstream import Upstream
+
+    up = Upstream.from_options(upstream)
+    path = resolve_target(target, up)
+    code = run_probe(
+        path, device=device.value, max_new_tokens=max_new_tokens, output_format=output_format.value,
+        trust_remote_code=trust_remote_code, console=stdout_console(), display_target=target,
+    )
+    raise typer.Exit(code)
+
+
+@app.command("rules")
+def list_rules(
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
+) -> None:
+    """List every rule: code, name, default severity and what it flags."""
+    from hfdoctor.rules import ALL_RULES
+
+    if output_format is OutputFormat.json:
+        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary}
+                          for r in ALL_RULES], indent=2))
+        return
+    console = stdout_console()
+    for r in ALL_RULES:
+        console.print(f"[bold]{r.code:<8}[/bold] {r.name:<30} {str(r.severity):<8} {r.summary}", soft_wrap=True)
+
+
+@app.command()
+def explain(rule: str = typer.Argument(..., help="A rule code (TPL001) or name (missing-chat-template).")) -> None:
+    """Print a rule's documentation."""
+    from hfdoctor.rules import find_rule
+
+    found = find_rule(rule)
+    if found is None:
+        fail(f"unknown rule {rule!r} (see `hfdoctor rules`)")
+    print(f"{found.code} {found.name} (default severity: {found.severity})\n")
+    print(found.doc)
+
+
+@hook_app.command("install")
+def hook_install(
+    repo: Path = typer.Option(Path("."), "--repo", help="The git repository (default: the current directory)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing pre-push hook that hfdoctor did not write."),
+    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Severity that blocks the push."),
+) -> None:
+    """Install a git pre-push hook that runs `hfdoctor check` on the repository."""
+    from hfdoctor.hook import HookError, install_pre_push
+
+    try:
+        path = install_pre_push(repo, force=force, fail_on=fail_on.value)
+    except HookError as err:
+        fail(str(err))
+    print(f"installed {path}")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

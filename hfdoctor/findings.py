@@ -1,0 +1,108 @@
+"""The objects every rule produces and every writer consumes.
+
+A Finding is immutable and self-contained: the text writer, the JSON writer and the
+fixer all read the same object. Edits are byte spans of one file, so a fix never
+re-serialises a file it only needs to touch in one place.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(enum.IntEnum):
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (use error, warning or info)") from None
+
+
+class Applicability(str, enum.Enum):
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace bytes [start, end) of `file` (relative to the target) with `new_text`.
+
+    start == end inserts. A whole new file is Edit(file, 0, 0, text) with `create=True`.
+    """
+
+    file: str
+    start: int
+    end: int
+    new_text: str
+    create: bool = False
+
+
+@dataclass(frozen=True)
+class Fix:
+    title: str
+    edits: tuple[Edit, ...]
+    applicability: Applicability = Applicability.SAFE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"applicability": str(self.applicability), "title": self.title}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    rule: str
+    severity: Severity
+    file: str | None
+    line: int | None
+    pointer: str | None
+    message: str
+    fix: Fix | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "rule": self.rule,
+            "severity": str(self.severity),
+            "file": self.file,
+            "line": self.line,
+            "pointer": self.pointer,
+            "message": self.message,
+            "fix": self.fix.to_json() if self.fix else None,
+        }
+
+
+@dataclass
+class Report:
+    """Everything `check` learned about one target."""
+
+    target: str
+    findings: list[Finding]
+    lineage: dict[str, Any] | None = None
+    # Extra sections (e.g. "template" capabilities) that writers show when present.
+    sections: dict[str, Any] = field(default_factory=dict)
+    # Rules that crashed: a failure of hfdoctor itself (exit code 2), never of the repo.
+    internal_errors: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, int]:
+        counts = {"error": 0, "warning": 0, "info": 0, "fixable": 0}
+        for finding in self.findings:
+            counts[str(finding.severity)] += 1
+            if finding.fix is not None:
+                counts["fixable"] += 1
+        return counts
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), default=None)

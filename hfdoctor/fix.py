@@ -1,0 +1,1 @@
+"""Placeholder until the fix engine lands (issue 5)."""

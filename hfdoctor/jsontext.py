@@ -1,0 +1,177 @@
+"""Find where a JSON value lives in the bytes of a file.
+
+`json.loads` gives values but forgets positions. Findings want a line number, and the
+fixer wants the exact byte span of a value (or of a whole object member) so it can
+replace only those bytes. This module is a small scanner over the raw bytes that
+walks a JSON Pointer (RFC 6901) down to the value. It assumes the text already
+parsed with `json.loads`; on anything else it returns None rather than guessing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+_WHITESPACE = b" \t\r\n"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One `"key": value` of an object, as byte offsets into the file."""
+
+    key: str
+    key_start: int  # offset of the opening quote of the key
+    value_start: int
+    value_end: int  # one past the last byte of the value
+
+
+def parse_pointer(pointer: str) -> list[str]:
+    if pointer in ("", "/"):
+        return [] if pointer == "" else [""]
+    if not pointer.startswith("/"):
+        raise ValueError(f"JSON pointer must start with '/': {pointer!r}")
+    return [part.replace("~1", "/").replace("~0", "~") for part in pointer[1:].split("/")]
+
+
+def make_pointer(*parts: str | int) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def skip_whitespace(data: bytes, i: int) -> int:
+    n = len(data)
+    while i < n and data[i] in _WHITESPACE:
+        i += 1
+    return i
+
+
+def _string_end(data: bytes, i: int) -> int:
+    """`data[i]` is an opening quote; return the offset one past the closing quote."""
+    n = len(data)
+    i += 1
+    while i < n:
+        c = data[i]
+        if c == 0x5C:  # backslash: skip the escaped byte
+            i += 2
+            continue
+        if c == 0x22:
+            return i + 1
+        i += 1
+    raise ValueError("unterminated string")
+
+
+def value_end(data: bytes, i: int) -> int:
+    """`data[i]` starts a value; return the offset one past its end."""
+    c = data[i]
+    if c == 0x22:
+        return _string_end(data, i)
+    if c in b"{[":
+        depth = 0
+        n = len(data)
+        while i < n:
+            c = data[i]
+            if c == 0x22:
+                i = _string_end(data, i)
+                continue
+            if c in b"{[":
+                depth += 1
+            elif c in b"}]":
+                depth -= 1
+                if depth == 0:
+                    return i + 1
+            i += 1
+        raise ValueError("unterminated container")
+    # number, true, false, null
+    n = len(data)
+    while i < n and data[i] not in b",}] \t\r\n":
+        i += 1
+    return i
+
+
+def object_members(data: bytes, start: int) -> list[Member]:
+    """`data[start]` is '{'; list its members in file order."""
+    members: list[Member] = []
+    i = skip_whitespace(data, start + 1)
+    if data[i] == 0x7D:
+        return members
+    while True:
+        key_start = i
+        key_end = _string_end(data, i)
+        key = json.loads(data[key_start:key_end])
+        i = skip_whitespace(data, key_end)
+        assert data[i] == 0x3A, "expected ':'"
+        v_start = skip_whitespace(data, i + 1)
+        v_end = value_end(data, v_start)
+        members.append(Member(key, key_start, v_start, v_end))
+        i = skip_whitespace(data, v_end)
+        if data[i] == 0x2C:
+            i = skip_whitespace(data, i + 1)
+            continue
+        return members
+
+
+def array_items(data: bytes, start: int) -> list[tuple[int, int]]:
+    """`data[start]` is '['; list the (start, end) span of each item."""
+    items: list[tuple[int, int]] = []
+    i = skip_whitespace(data, start + 1)
+    if data[i] == 0x5D:
+        return items
+    while True:
+        end = value_end(data, i)
+        items.append((i, end))
+        i = skip_whitespace(data, end)
+        if data[i] == 0x2C:
+            i = skip_whitespace(data, i + 1)
+            continue
+        return items
+
+
+def locate(data: bytes, pointer: str) -> tuple[int, int] | None:
+    """Byte span of the value at `pointer`, or None if it is absent or the text is odd."""
+    try:
+        i = skip_whitespace(data, 0)
+        for part in parse_pointer(pointer):
+            if data[i] == 0x7B:
+                # The last duplicate key wins, as with json.loads.
+                found = [m for m in object_members(data, i) if m.key == part]
+                if not found:
+                    return None
+                i = found[-1].value_start
+            elif data[i] == 0x5B:
+                items = array_items(data, i)
+                if not part.isdigit() or int(part) >= len(items):
+                    return None
+                i = items[int(part)][0]
+            else:
+                return None
+        return i, value_end(data, i)
+    except (ValueError, IndexError, AssertionError, json.JSONDecodeError):
+        return None
+
+
+def locate_member(data: bytes, pointer: str) -> Member | None:
+    """The object member that `pointer` names (its key and value spans), or None."""
+    parts = parse_pointer(pointer)
+    if not parts:
+        return None
+    parent = locate(data, make_pointer(*parts[:-1]))
+    if parent is None or data[parent[0]] != 0x7B:
+        return None
+    try:
+        found = [m for m in object_members(data, parent[0]) if m.key == parts[-1]]
+    except (ValueError, IndexError, AssertionError, json.JSONDecodeError):
+        return None
+    return found[-1] if found else None
+
+
+def line_of(data: bytes, offset: int) -> int:
+    """1-based line number of a byte offset."""
+    return data.count(b"\n", 0, offset) + 1
+
+
+def line_of_pointer(data: bytes, pointer: str) -> int | None:
+    """Line where the member or item at `pointer` starts (the key's line for members)."""
+    member = locate_member(data, pointer)
+    if member is not None:
+        return line_of(data, member.key_start)
+    span = locate(data, pointer)
+    return None if span is None else line_of(data, span[0])

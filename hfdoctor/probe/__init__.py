@@ -1,0 +1,1 @@
+"""Placeholder until the probe lands (issue 6)."""

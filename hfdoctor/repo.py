@@ -1,0 +1,414 @@
+"""ModelRepo: a lazy, cached, read-only view of one checkpoint directory.
+
+Every property loads its file on first use and caches the result. A file that is
+absent gives None. A file that exists but cannot be read or parsed gives None *and*
+a FileProblem, which the `file-unreadable` rule reports; rules that need the file are
+skipped. Nothing here ever writes, executes repository code, or reads tensor data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hfdoctor import jsontext
+
+if TYPE_CHECKING:
+    from hfdoctor.upstream import Upstream
+
+METADATA_JSON_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "chat_template.json",
+    "added_tokens.json",
+    "vocab.json",
+    "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
+# Directories that are never part of the model (VCS, caches, virtualenvs).
+SKIPPED_DIRS = {".git", ".hg", ".svn", ".cache", "__pycache__", ".venv", "node_modules"}
+# Same shape as huggingface_hub's REGEX_YAML_BLOCK, so we agree with the Hub on what
+# counts as front matter.
+FRONT_MATTER = re.compile(r"^(\s*---[\r\n]+)([\S\s]*?)([\r\n]+---(\r\n|\n|$))")
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    file: str
+    message: str
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class TemplateSource:
+    """One chat template as it is stored in the repo."""
+
+    name: str  # "default", "tool_use", or the name under additional_chat_templates/
+    file: str  # relative path of the file that holds it
+    pointer: str | None  # JSON pointer inside `file` for JSON files, None for .jinja
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}{self.pointer or ''}"
+
+
+@dataclass(frozen=True)
+class Card:
+    text: str
+    # None: there is no front matter block. {}: an empty block.
+    metadata: dict[str, Any] | None
+    # 1-based line of each top-level front-matter key.
+    key_lines: dict[str, int]
+    body: str
+
+
+def token_content(value: Any) -> str | None:
+    """A special token as written in tokenizer_config.json: a string or an AddedToken dict."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+def as_id_list(value: Any) -> list[int]:
+    """eos_token_id and friends are an int, a list of ints, or null."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
+    return []
+
+
+class ModelRepo:
+    def __init__(self, path: str | os.PathLike[str], upstream: "Upstream | None" = None):
+        from hfdoctor.upstream import Upstream
+
+        self.root = Path(path)
+        # Where rules and fixes look for upstream files (templates, configs).
+        self.upstream = upstream if upstream is not None else Upstream.from_options()
+        self.problems: dict[str, FileProblem] = {}
+        # Extra report sections rules fill in (e.g. "template" capabilities).
+        self.report_sections: dict[str, Any] = {}
+        self._raw: dict[str, bytes | None] = {}
+        self._json: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"ModelRepo({str(self.root)!r})"
+
+    # --- files -----------------------------------------------------------------
+
+    @cached_property
+    def files(self) -> list[str]:
+        """Every file below the root (posix relative paths, sorted), VCS dirs skipped.
+
+        Symlinked directories are not followed, so a link loop cannot hang the walk.
+        """
+        found: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            rel_dir = Path(dirpath).relative_to(self.root)
+            for name in filenames:
+                found.append((rel_dir / name).as_posix())
+        return sorted(found)
+
+    def exists(self, rel: str) -> bool:
+        return os.path.lexists(self.root / rel)
+
+    def problem(self, rel: str, message: str, line: int | None = None) -> None:
+        self.problems.setdefault(rel, FileProblem(rel, message, line))
+
+    def raw(self, rel: str) -> bytes | None:
+        """The bytes of a file, or None when it is absent or unreadable (a problem)."""
+        if rel in self._raw:
+            return self._raw[rel]
+        data: bytes | None = None
+        path = self.root / rel
+        if os.path.lexists(path):
+            try:
+                data = path.read_bytes()
+            except IsADirectoryError:
+                self.problem(rel, "is a directory, not a file")
+            except OSError as err:
+                self.problem(rel, f"cannot be read: {err.strerror or err}")
+        self._raw[rel] = data
+        return data
+
+    def text(self, rel: str) -> str | None:
+        data = self.raw(rel)
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            self.problem(rel, f"is not UTF-8 text (byte {err.start})")
+            return None
+
+    def json(self, rel: str) -> Any:
+        """Parsed JSON of a file; None when absent or broken (broken is a problem)."""
+        if rel in self._json:
+            return self._json[rel]
+        value = None
+        text = self.text(rel)
+        if text is not None:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as err:
+                truncated = err.pos >= len(text.rstrip())
+                what = "is truncated" if truncated else "is not valid JSON"
+                self.problem(rel, f"{what}: {err.msg} at line {err.lineno} column {err.colno}", err.lineno)
+                value = None
+        self._json[rel] = value
+        return value
+
+    def json_object(self, rel: str) -> dict[str, Any] | None:
+        """Like json(), but the top level must be an object."""
+        value = self.json(rel)
+        if value is None or isinstance(value, dict):
+            return value
+        self.problem(rel, f"must hold a JSON object at the top level, found {type(value).__name__}", 1)
+        return None
+
+    def line_of(self, rel: str | None, pointer: str | None) -> int | None:
+        """Line number of a JSON pointer (or front-matter key for README.md)."""
+        if rel is None or pointer is None:
+            return None
+        if rel == "README.md":
+            card = self.card
+            key = jsontext.parse_pointer(pointer)[0] if pointer.startswith("/") else pointer
+            return card.key_lines.get(key) if card else None
+        data = self._raw.get(rel) or self.raw(rel)
+        if data is None:
+            return None
+        return jsontext.line_of_pointer(data, pointer)
+
+    def load_all(self) -> None:
+        """Touch every metadata file so that all problems are known (file-unreadable)."""
+        for rel in METADATA_JSON_FILES:
+            self.json_object(rel)
+        _ = self.card, self.chat_templates, self.tokenizer
+
+    # --- metadata files -----------------------------------------------------------
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        return self.json_object("config.json")
+
+    @property
+    def generation_config(self) -> dict[str, Any] | None:
+        return self.json_object("generation_config.json")
+
+    @property
+    def tokenizer_config(self) -> dict[str, Any] | None:
+        return self.json_object("tokenizer_config.json")
+
+    @property
+    def special_tokens_map(self) -> dict[str, Any] | None:
+        return self.json_object("special_tokens_map.json")
+
+    @property
+    def tokenizer_json(self) -> dict[str, Any] | None:
+        return self.json_object("tokenizer.json")
+
+    @cached_property
+    def tokenizer(self):
+        """A `tokenizers.Tokenizer` built from tokenizer.json, or None."""
+        if self.tokenizer_json is None:
+            return None
+        from tokenizers import Tokenizer
+
+        try:
+            return Tokenizer.from_str(self.text("tokenizer.json"))
+        except Exception as err:  # tokenizers raises plain Exception subclasses
+            self.problem("tokenizer.json", f"is JSON but tokenizers cannot load it: {err}")
+            return None
+
+    @cached_property
+    def vocab(self) -> dict[str, int] | None:
+        """token -> id for the whole vocabulary, added tokens included.
+
+        From tokenizer.json when present, else vocab.json + added_tokens.json +
+        added_tokens_decoder (the slow-tokenizer layout). None when neither exists.
+        """
+        vocab: dict[str, int] = {}
+        tok = self.tokenizer_json
+        if tok is not None:
+            model = tok.get("model") or {}
+            base = model.get("vocab")
+            if isinstance(base, dict):
+                vocab.update({k: v for k, v in base.items() if isinstance(v, int)})
+            elif isinstance(base, list):  # Unigram: [[piece, score], ...]
+                vocab.update({p[0]: i for i, p in enumerate(base) if isinstance(p, list) and p})
+            for added in tok.get("added_tokens") or []:
+                if isinstance(added, dict) and isinstance(added.get("id"), int):
+                    vocab[str(added.get("content"))] = added["id"]
+            return vocab or None
+        base_vocab = self.json_object("vocab.json")
+        if isinstance(base_vocab, dict):
+            vocab.update({k: v for k, v in base_vocab.items() if isinstance(v, int)})
+        added = self.json_object("added_tokens.json")
+        if isinstance(added, dict):
+            vocab.update({k: v for k, v in added.items() if isinstance(v, int)})
+        vocab.update({token: token_id for token_id, token in self.added_tokens_decoder.items()})
+        return vocab or None
+
+    @cached_property
+    def id_to_token(self) -> dict[int, str]:
+        return {v: k for k, v in (self.vocab or {}).items()}
+
+    @cached_property
+    def added_tokens_decoder(self) -> dict[int, str]:
+        """id -> content from tokenizer_config.json's added_tokens_decoder."""
+        decoder = (self.tokenizer_config or {}).get("added_tokens_decoder")
+        result: dict[int, str] = {}
+        if isinstance(decoder, dict):
+            for key, value in decoder.items():
+                content = token_content(value)
+                if key.isdigit() and content is not None:
+                    result[int(key)] = content
+        return result
+
+    @cached_property
+    def tokenizer_json_added(self) -> dict[int, str]:
+        """id -> content from tokenizer.json's added_tokens."""
+        result: dict[int, str] = {}
+        for added in (self.tokenizer_json or {}).get("added_tokens") or []:
+            if isinstance(added, dict) and isinstance(added.get("id"), int):
+                result[added["id"]] = str(added.get("content"))
+        return result
+
+    def token_id(self, token: str) -> int | None:
+        return (self.vocab or {}).get(token)
+
+    def special_token(self, key: str) -> str | None:
+        """bos/eos/pad/unk token string as tokenizer_config (then special_tokens_map) names it."""
+        for source in (self.tokenizer_config, self.special_tokens_map):
+            if source and key in source:
+                return token_content(source[key])
+        return None
+
+    @property
+    def eos_ids(self) -> list[int]:
+        """The ids that stop generation: generation_config.json's, else config.json's."""
+        gen = self.generation_config
+        if gen is not None and "eos_token_id" in gen:
+            return as_id_list(gen["eos_token_id"])
+        return as_id_list((self.config or {}).get("eos_token_id"))
+
+    @property
+    def eos_ids_source(self) -> str:
+        gen = self.generation_config
+        return "generation_config.json" if gen is not None and "eos_token_id" in gen else "config.json"
+
+    # --- chat templates -----------------------------------------------------------
+
+    @cached_property
+    def chat_templates(self) -> list[TemplateSource]:
+        """Every chat template the repo stores, in transformers' order of precedence.
+
+        transformers reads chat_template.jinja (and additional_chat_templates/) before
+        chat_template.json, and both before tokenizer_config.json's `chat_template`.
+        """
+        sources: list[TemplateSource] = []
+        jinja = self.text("chat_template.jinja")
+        if jinja is not None:
+            sources.append(TemplateSource("default", "chat_template.jinja", None, jinja))
+        for rel in self.files:
+            if rel.startswith("additional_chat_templates/") and rel.endswith(".jinja"):
+                text = self.text(rel)
+                if text is not None:
+                    name = rel[len("additional_chat_templates/") : -len(".jinja")]
+                    sources.append(TemplateSource(name, rel, None, text))
+        chat_json = self.json_object("chat_template.json")
+        if chat_json is not None:
+            sources.extend(self._templates_in(chat_json, "chat_template.json"))
+        if self.tokenizer_config is not None:
+            sources.extend(self._templates_in(self.tokenizer_config, "tokenizer_config.json"))
+        return sources
+
+    def _templates_in(self, obj: dict[str, Any], rel: str) -> list[TemplateSource]:
+        value = obj.get("chat_template")
+        if isinstance(value, str):
+            return [TemplateSource("default", rel, "/chat_template", value)]
+        found: list[TemplateSource] = []
+        if isinstance(value, list):  # [{"name": ..., "template": ...}, ...]
+            for i, item in enumerate(value):
+                if isinstance(item, dict) and isinstance(item.get("template"), str):
+                    name = str(item.get("name") or "default")
+                    found.append(TemplateSource(name, rel, f"/chat_template/{i}/template", item["template"]))
+        elif value is not None:
+            self.problem(rel, f"`chat_template` must be a string or a list of named templates, found {type(value).__name__}")
+        return found
+
+    @property
+    def chat_template(self) -> TemplateSource | None:
+        """The template `apply_chat_template` uses by default (first 'default' by precedence)."""
+        for source in self.chat_templates:
+            if source.name == "default":
+                return source
+        return None
+
+    # --- model card -----------------------------------------------------------------
+
+    @cached_property
+    def card(self) -> Card | None:
+        text = self.text("README.md")
+        if text is None:
+            return None
+        match = FRONT_MATTER.match(text)
+        if match is None:
+            return Card(text, None, {}, text)
+        import yaml
+
+        block = match.group(2)
+        first_line = match.group(1).count("\n") + 1  # line of the first YAML line
+        try:
+            metadata = yaml.safe_load(block)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            line = first_line + mark.line if mark is not None else first_line
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            self.problem("README.md", f"front matter is not valid YAML: {problem} (line {line})", line)
+            return Card(text, None, {}, text[match.end() :])
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, dict):
+            self.problem("README.md", "front matter must be a YAML mapping", first_line)
+            return Card(text, None, {}, text[match.end() :])
+        key_lines: dict[str, int] = {}
+        for offset, line in enumerate(block.splitlines()):
+            key = re.match(r"^([A-Za-z0-9_\-]+)\s*:", line)
+            if key and key.group(1) not in key_lines:
+                key_lines[key.group(1)] = first_line + offset
+        return Card(text, metadata, key_lines, text[match.end() :])
+
+    # --- weights ----------------------------------------------------------------------
+
+    @cached_property
+    def weight_files(self) -> list[str]:
+        return [f for f in self.files if f.endswith(WEIGHT_SUFFIXES)]
+
+    @cached_property
+    def weight_dirs(self) -> list[str]:
+        """Directories named like weight files (`x.safetensors/`): always a mistake."""
+        found = []
+        for dirpath, dirnames, _ in os.walk(self.root, followlinks=False):
+            dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS]
+            for d in dirnames:
+                if d.endswith(WEIGHT_SUFFIXES):
+                    found.append((Path(dirpath).relative_to(self.root) / d).as_posix())
+        return sorted(found)

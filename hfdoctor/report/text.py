@@ -1,0 +1,56 @@
+"""The human writer: one line per finding, ruff-style, with rich colours on a terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from hfdoctor.findings import Report, Severity
+
+STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _location(target: str, file: str | None, line: int | None) -> str:
+    if file is None:
+        return target
+    return f"{target.rstrip('/')}/{file}" + (f":{line}" if line else "")
+
+
+def write_text(reports: list[Report], console: Console) -> None:
+    for report in reports:
+        lin = report.lineage or {}
+        family = lin.get("family") or "unknown"
+        base = lin.get("base_model") or "unknown"
+        evidence = ", ".join(lin.get("evidence") or []) or "none"
+        console.print(f"[bold]{escape(report.target)}[/bold]  lineage: [bold]{escape(family)}[/bold], "
+                      f"base model {escape(base)} (evidence: {escape(evidence)})")
+        for section, body in report.sections.items():
+            write_section(console, section, body)
+        for f in report.findings:
+            fix = f"  [green]\\[fix: {f.fix.applicability}][/green]" if f.fix else ""
+            console.print(
+                f"{escape(_location(report.target, f.file, f.line))}: [{STYLE[f.severity]}]{f.severity}[/] "
+                f"[bold]{f.code}[/bold] [dim]{f.rule}[/dim] {escape(f.message)}{fix}",
+                soft_wrap=True,
+            )
+        for err in report.internal_errors:
+            console.print(f"[bold red]internal error[/] {escape(err)} (please report this)", soft_wrap=True)
+        s = report.summary()
+        if report.findings:
+            console.print(f"{s['error']} error(s), {s['warning']} warning(s), {s['info']} info; "
+                          f"{s['fixable']} fixable with `hfdoctor fix`")
+        else:
+            console.print("[green]no findings[/green]")
+
+
+def write_section(console: Console, name: str, body: Any) -> None:
+    """Extra sections (e.g. template capabilities) as `name: key=value, ...`."""
+    if isinstance(body, dict):
+        parts = []
+        for key, value in body.items():
+            if isinstance(value, (dict, list)) and len(str(value)) > 80:
+                continue
+            parts.append(f"{key}={value}")
+        console.print(f"  {escape(name)}: {escape(', '.join(parts))}", soft_wrap=True)

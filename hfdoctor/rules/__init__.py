@@ -1,0 +1,43 @@
+"""The rule registry: an explicit, ordered list, so `hfdoctor rules` is stable.
+
+Importing this module imports no heavy library (torch, transformers): rules import
+what they need inside their check functions.
+"""
+
+from __future__ import annotations
+
+from hfdoctor.rules import card, config, security, template, tokenizer, weights
+from hfdoctor.rules.base import Rule
+
+ALL_RULES: list[Rule] = [
+    *config.RULES,
+    *tokenizer.RULES,
+    *template.RULES,
+    *card.RULES,
+    *weights.RULES,
+    *security.RULES,
+]
+
+
+def find_rule(key: str) -> Rule | None:
+    """A rule by code (TPL001) or name (missing-chat-template), case-insensitive."""
+    key = key.strip().lower()
+    for r in ALL_RULES:
+        if r.code.lower() == key or r.name == key:
+            return r
+    return None
+
+
+def matches(r: Rule, selector: str) -> bool:
+    """--select/--ignore: a code, a name, or a prefix of either (TPL, TPL0, chat-template)."""
+    selector = selector.strip().lower()
+    if not selector:
+        return False
+    if selector.upper() == "ALL":
+        return True
+    return r.code.lower().startswith(selector) or r.name.startswith(selector)
+
+
+def selected_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:
+    chosen = [r for r in ALL_RULES if not select or any(matches(r, s) for s in select)]
+    return [r for r in chosen if not ignore or not any(matches(r, s) for s in ignore)]

@@ -1,0 +1,231 @@
+"""Rules about the tokenizer files and the ids other files refer to."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from hfdoctor import lineage as lineage_mod
+from hfdoctor import registry
+from hfdoctor.chat.turns import end_of_turn
+from hfdoctor.findings import Edit, Finding, Fix, Severity
+from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list
+from hfdoctor.rules.base import Rule, rule
+
+
+@rule("TOK001", "special-token-missing", Severity.ERROR)
+def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A bos/eos/pad/unk token named in the config files is not in the vocabulary, or ids disagree.
+
+    Why: a special token that is not a single vocabulary entry is tokenized as plain
+    text, so the model never sees the id it was trained on (and generation never emits
+    it, so it never stops). An id in config.json or generation_config.json that names no
+    token makes transformers index past the embedding or stop on a random token.
+    When tokenizer_config.json and special_tokens_map.json name different tokens, tools
+    that read one file (TGI, llama.cpp converters) disagree with those that read the other.
+
+    Example: eos_token "<|im_end|>" in a repo whose tokenizer.json came from Llama.
+
+    Fix: none automatic; name tokens that exist, or add them to the tokenizer.
+    """
+    vocab = repo.vocab
+    for key in SPECIAL_TOKEN_KEYS:
+        token = repo.special_token(key)
+        if token is None or vocab is None:
+            continue
+        if token not in vocab:
+            where = "tokenizer_config.json" if key in (repo.tokenizer_config or {}) else "special_tokens_map.json"
+            yield self.finding(
+                repo,
+                f"{key} {token!r} is not a token of the vocabulary ({len(vocab)} entries): it will be split "
+                "into pieces, so the model never sees or emits the id it was trained with.",
+                file=where, pointer=f"/{key}",
+            )
+    tc, stm = repo.tokenizer_config or {}, repo.special_tokens_map or {}
+    from hfdoctor.repo import token_content
+
+    for key in SPECIAL_TOKEN_KEYS:
+        a, b = token_content(tc.get(key)), token_content(stm.get(key))
+        if key in tc and key in stm and a != b:
+            yield self.finding(
+                repo,
+                f"{key} is {a!r} in tokenizer_config.json but {b!r} in special_tokens_map.json: transformers uses the "
+                "first, tools that read special_tokens_map.json use the second.",
+                file="special_tokens_map.json", pointer=f"/{key}", severity=Severity.WARNING,
+            )
+    id_to_token = repo.id_to_token
+    vocab_size = (repo.config or {}).get("vocab_size")
+    for rel, data in (("config.json", repo.config), ("generation_config.json", repo.generation_config)):
+        if not data or not id_to_token:
+            continue
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
+            for i, token_id in enumerate(as_id_list(data.get(key))):
+                if token_id in id_to_token:
+                    continue
+                beyond = isinstance(vocab_size, int) and token_id >= vocab_size
+                pointer = f"/{key}" if not isinstance(data.get(key), list) else f"/{key}/{i}"
+                yield self.finding(
+                    repo,
+                    f"{rel} {key} {token_id} names no token of the tokenizer"
+                    + (f" and is beyond vocab_size {vocab_size}" if beyond else "")
+                    + ": generation would stop on (or pad with) an id the tokenizer cannot produce.",
+                    file=rel, pointer=pointer,
+                )
+    # The tokenizer's own eos must be one of the ids generation stops on.
+    eos = repo.special_token("eos_token")
+    eos_id = repo.token_id(eos) if eos else None
+    if eos_id is not None and repo.eos_ids and eos_id not in repo.eos_ids:
+        yield self.finding(
+            repo,
+            f"the tokenizer's eos_token {eos!r} is id {eos_id}, but {repo.eos_ids_source} stops on "
+            f"{repo.eos_ids}: pipelines that stop on tokenizer.eos_token_id and engines that read the "
+            "config disagree on where a reply ends.",
+            file=repo.eos_ids_source, pointer="/eos_token_id", severity=Severity.WARNING,
+        )
+
+
+@rule("TOK002", "added-tokens-inconsistent", Severity.ERROR)
+def added_tokens_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """`added_tokens_decoder` in tokenizer_config.json disagrees with tokenizer.json's added tokens.
+
+    Why: transformers builds the fast tokenizer from tokenizer.json, then re-adds every
+    entry of added_tokens_decoder. An id that maps to different text in the two files
+    means the same token gets two ids (or one id decodes to two texts): training data
+    tokenized by one stack and served by another no longer agree.
+
+    Example: a fine-tune added `<tool_call>` to tokenizer_config.json by hand but not to
+    tokenizer.json.
+
+    Fix: none automatic; regenerate both files with `tokenizer.save_pretrained()`.
+    """
+    decoder = repo.added_tokens_decoder
+    added = repo.tokenizer_json_added
+    if not decoder or repo.tokenizer_json is None:
+        return
+    vocab = repo.vocab or {}
+    for token_id, content in sorted(decoder.items()):
+        pointer = f"/added_tokens_decoder/{token_id}"
+        if token_id in added and added[token_id] != content:
+            yield self.finding(
+                repo,
+                f"id {token_id} is {content!r} in tokenizer_config.json but {added[token_id]!r} in tokenizer.json.",
+                file="tokenizer_config.json", pointer=pointer,
+            )
+        elif token_id not in added and vocab.get(content) != token_id:
+            real = vocab.get(content)
+            yield self.finding(
+                repo,
+                f"tokenizer_config.json adds {content!r} as id {token_id}, which tokenizer.json does not have"
+                + (f" (there it is id {real})" if real is not None else "")
+                + ": transformers appends it under a new id, so its id differs between tools.",
+                file="tokenizer_config.json", pointer=pointer,
+            )
+    for token_id, content in sorted(added.items()):
+        if token_id not in decoder:
+            yield self.finding(
+                repo,
+                f"tokenizer.json has added token {content!r} (id {token_id}) that tokenizer_config.json's "
+                "added_tokens_decoder lacks: slow tokenizers and tools reading tokenizer_config.json miss it.",
+                file="tokenizer_config.json", pointer="/added_tokens_decoder", severity=Severity.WARNING,
+            )
+
+
+@rule("TOK003", "tokenizer-lineage-mismatch", Severity.ERROR)
+def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The tokenizer belongs to another model family than config.json declares.
+
+    Why: token ids only mean something to the weights they were trained with. A Llama 3
+    tokenizer in front of Qwen3 weights feeds the model ids from another vocabulary:
+    output is garbage, and special tokens (end of turn, <think>) land on unrelated rows.
+
+    How it is decided: the config's model_type gives candidate families; the tokenizer
+    is fingerprinted independently (its vocabulary at fixed ids, how it encodes a fixed
+    text, and its signature special tokens with their ids). No family in common is a
+    mismatch.
+
+    Fix: none automatic; ship the tokenizer of the model the weights come from.
+    """
+    if repo.config is None:
+        return
+    from_config = lineage_mod.config_families(repo)
+    from_tokenizer = lineage_mod.tokenizer_families(repo)
+    if not from_config or not from_tokenizer:
+        return
+    if {f.key for f in from_config} & {f.key for f in from_tokenizer}:
+        return
+    model_type = registry.config_value(repo.config, "model_type")
+    tok_names = ", ".join(f.display for f in from_tokenizer)
+    cfg_names = ", ".join(f.display for f in from_config)
+    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo.vocab) or "")
+    evidence = []
+    if group:
+        evidence.append(f"its vocabulary is the {group} one")
+    sig = from_tokenizer[0].signature_tokens
+    shown = [f"{t}={i}" for t, i in list(sig.items())[:3] if i is not None]
+    if shown:
+        evidence.append("it has " + ", ".join(shown))
+    file = "tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json"
+    yield self.finding(
+        repo,
+        f"config.json declares model_type {model_type!r} ({cfg_names}) but the tokenizer is {tok_names}"
+        + (f" ({'; '.join(evidence)})" if evidence else "")
+        + ": the weights would receive ids from another vocabulary. Ship the tokenizer the weights were trained with.",
+        file=file,
+    )
+
+
+@rule("TOK004", "eos-not-end-of-turn", Severity.ERROR)
+def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The token that ends an assistant turn in the chat template is not an eos id.
+
+    Why: the model learned to end every reply with the template's end-of-turn token
+    (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`...). transformers' generate(), vLLM and
+    TGI stop only on the eos ids of generation_config.json (config.json's when there is
+    none). If the end-of-turn id is not among them, generation runs past the reply: the
+    model writes the next user turn itself, or babbles until max_tokens.
+
+    How it is found: render a conversation ending with an assistant reply and take the
+    first token after the reply's text.
+
+    Example: Qwen3 fine-tune whose generation_config.json has eos_token_id 151643
+    (<|endoftext|>) only, while the template ends turns with <|im_end|> (151645).
+
+    Fix (safe): add the end-of-turn id to generation_config.json's eos_token_id, keeping
+    the ids already there.
+    """
+    template = repo.chat_template
+    if template is None or not repo.vocab:
+        return
+    found = end_of_turn(repo, template.text)
+    if found is None or found.token_id is None:
+        return
+    eos_ids = repo.eos_ids
+    if found.token_id in eos_ids:
+        return
+    fam = registry.family(lineage_mod.detect(repo).family)
+    chat = bool(lineage_mod.chat_evidence(repo, fam))
+    source = repo.eos_ids_source
+    names = ", ".join(f"{i} ({repo.id_to_token.get(i, '?')})" for i in eos_ids) or "nothing"
+    yield self.finding(
+        repo,
+        f"the chat template ends each assistant turn with {found.token!r} (id {found.token_id}), but {source} "
+        f"stops generation on {names}: replies will run past the end of the turn until max_tokens. "
+        f"Add {found.token_id} to {source}'s eos_token_id.",
+        file=source, pointer="/eos_token_id",
+        severity=Severity.ERROR if chat else Severity.WARNING,
+        fix=_add_eos_fix(repo, source, found.token_id),
+    )
+
+
+def _add_eos_fix(repo: ModelRepo, source: str, token_id: int) -> Fix | None:
+    """The edit that appends `token_id` to eos_token_id (the fixer module does the byte work)."""
+    try:
+        from hfdoctor.fix import json_add_to_id_list
+    except ImportError:
+        return None
+    edit: Edit | None = json_add_to_id_list(repo, source, "/eos_token_id", token_id)
+    if edit is None:
+        return None
+    return Fix(f"add {token_id} to {source} eos_token_id", (edit,))
+
+
+RULES = [special_token_missing, added_tokens_inconsistent, tokenizer_lineage_mismatch, eos_not_end_of_turn]

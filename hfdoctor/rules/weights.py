@@ -1,0 +1,3 @@
+"""Rules about weight files (filled in by the weights work)."""
+
+RULES: list = []

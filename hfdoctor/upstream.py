@@ -1,0 +1,155 @@
+"""Find upstream model files: --upstream directories, the local HF cache, then the Hub.
+
+An upstream directory holds one folder per model named `<org>--<name>/` (the layout of
+the project's shared/upstream). The Hugging Face cache is read in place
+(`models--<org>--<name>/snapshots/<rev>/`), never written. The Hub is asked only when
+online (HF_HUB_OFFLINE unset) and through huggingface_hub, imported only then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfdoctor.registry import CanonicalTemplate, Family
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where to look for upstream files, in order."""
+
+    dirs: tuple[Path, ...] = ()
+    use_cache: bool = True
+    use_hub: bool = True
+
+    @classmethod
+    def from_options(cls, dirs: list[str] | None = None) -> "Upstream":
+        paths = [Path(d) for d in dirs or []]
+        env = os.environ.get("HFDOCTOR_UPSTREAM")
+        if env:
+            paths.extend(Path(p) for p in env.split(os.pathsep) if p)
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+        return cls(tuple(paths), use_cache=True, use_hub=not offline)
+
+    def describe(self) -> str:
+        where = [str(d) for d in self.dirs] + ["the local Hugging Face cache"]
+        if self.use_hub:
+            where.append("the Hub")
+        return ", ".join(where)
+
+
+def hf_cache_dir() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return Path(home) / "hub"
+
+
+def _from_cache(repo_id: str, filename: str, revision: str | None) -> Path | None:
+    folder = hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+    if not folder.is_dir():
+        return None
+    rev = revision
+    if rev is None:
+        ref = folder / "refs" / "main"
+        rev = ref.read_text().strip() if ref.is_file() else None
+    candidates = [folder / "snapshots" / rev / filename] if rev else []
+    if revision is None and (folder / "snapshots").is_dir():
+        candidates += sorted((folder / "snapshots").glob(f"*/{filename}"))
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _from_hub(repo_id: str, filename: str, revision: str | None) -> Path | None:
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        return None
+    try:
+        return Path(hf_hub_download(repo_id, filename, revision=revision))
+    except Exception:  # offline, gated, missing: all mean "not found here"
+        return None
+
+
+def find_file(upstream: Upstream, repo_id: str, filename: str, revision: str | None = None) -> Path | None:
+    for directory in upstream.dirs:
+        path = directory / repo_id.replace("/", "--") / filename
+        if path.is_file():
+            return path
+    if upstream.use_cache:
+        path = _from_cache(repo_id, filename, revision)
+        if path is not None:
+            return path
+    if upstream.use_hub:
+        return _from_hub(repo_id, filename, revision)
+    return None
+
+
+@dataclass(frozen=True)
+class TemplateLookup:
+    text: str | None
+    source: str  # where it came from, or why it was not found
+
+
+def canonical_template(upstream: Upstream, family: Family) -> TemplateLookup:
+    """The family's canonical chat template, verified against the registry's sha256."""
+    pinned: CanonicalTemplate | None = family.template
+    if pinned is None:
+        return TemplateLookup(None, f"the registry pins no canonical template for {family.display}")
+    tried = []
+    # The template may be stored as chat_template.jinja or inside tokenizer_config.json.
+    for filename in ("chat_template.jinja", "tokenizer_config.json"):
+        path = find_file(upstream, pinned.repo, filename, pinned.revision)
+        if path is None:
+            continue
+        try:
+            raw = path.read_text(encoding="utf-8")
+            text = raw if filename.endswith(".jinja") else json.loads(raw).get("chat_template")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            tried.append(f"{path} (unreadable)")
+            continue
+        if isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == pinned.sha256:
+            return TemplateLookup(text, f"{pinned.repo} ({path})")
+        tried.append(f"{path} (sha256 differs from the pinned {pinned.sha256[:12]})")
+    detail = f"; tried {', '.join(tried)}" if tried else ""
+    return TemplateLookup(
+        None,
+        f"the {pinned.repo} template was not found in {upstream.describe()}{detail}. "
+        f"Pass --upstream DIR (a folder holding {pinned.repo.replace('/', '--')}/) or set HFDOCTOR_UPSTREAM",
+    )
+
+
+REPO_ID_SHAPE = r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$"
+# What check needs from a Hub repo: metadata, never the weights themselves.
+METADATA_PATTERNS = ["*.json", "*.jinja", "*.md", "*.txt", "*.model", "*.yaml", "additional_chat_templates/*"]
+
+
+def resolve_target(target: str, upstream: Upstream) -> str:
+    """A local directory for TARGET: itself, a Hub id's local cache snapshot, or a download.
+
+    Raises FileNotFoundError with a message for the user when nothing fits.
+    """
+    import re
+
+    if os.path.isdir(target):
+        return target
+    if os.path.exists(target):
+        raise FileNotFoundError(f"{target} is a file; give the checkpoint directory that holds it")
+    if not re.match(REPO_ID_SHAPE, target):
+        raise FileNotFoundError(f"{target}: no such directory")
+    folder = hf_cache_dir() / ("models--" + target.replace("/", "--"))
+    ref = folder / "refs" / "main"
+    if ref.is_file():
+        snapshot = folder / "snapshots" / ref.read_text().strip()
+        if snapshot.is_dir():
+            return str(snapshot)
+    if upstream.use_hub:
+        try:
+            from huggingface_hub import snapshot_download
+
+            return snapshot_download(target, allow_patterns=METADATA_PATTERNS)
+        except Exception as err:
+            raise FileNotFoundError(f"{target}: not a directory, not in the local HF cache, and the Hub said: {err}") from None
+    raise FileNotFoundError(f"{target}: not a directory and not in the local HF cache ({hf_cache_dir()}); offline")
