@@ -168,7 +168,8 @@ class ModelRepo:
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as err:
-                truncated = err.pos >= len(text.rstrip())
+                # An unterminated string or an error at the very end: the file was cut off.
+                truncated = err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated")
                 what = "is truncated" if truncated else "is not valid JSON"
                 self.problem(rel, f"{what}: {err.msg} at line {err.lineno} column {err.colno}", err.lineno)
                 value = None
