@@ -1,0 +1,135 @@
+"""The command line as users and pipelines see it (CONTRACT.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import UPSTREAM, run_cli
+
+QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "seed-incident"
+
+
+def test_rules_lists_every_contract_name():
+    proc = run_cli("rules", "--format", "json")
+    assert proc.returncode == 0
+    names = {r["rule"] for r in json.loads(proc.stdout)}
+    contract = {
+        "file-unreadable", "config-architecture-mismatch", "special-token-missing", "added-tokens-inconsistent",
+        "tokenizer-lineage-mismatch", "eos-not-end-of-turn", "missing-chat-template", "chat-template-conflict",
+        "base-model-mismatch", "card-metadata",
+    }
+    assert contract <= names
+
+
+def test_explain_by_code_and_name():
+    by_code = run_cli("explain", "TPL001")
+    by_name = run_cli("explain", "missing-chat-template")
+    assert by_code.returncode == 0 and by_code.stdout == by_name.stdout
+    assert "Why" in by_code.stdout and "Fix" in by_code.stdout
+
+
+def test_explain_unknown_rule_is_a_usage_error():
+    proc = run_cli("explain", "NOPE999")
+    assert proc.returncode == 2 and "unknown rule" in proc.stderr
+
+
+def test_json_shape_matches_contract():
+    proc = run_cli("check", str(FIXTURE), "--format", "json")
+    report = json.loads(proc.stdout)
+    assert set(report) >= {"hfdoctor", "target", "lineage", "findings", "summary"}
+    assert set(report["lineage"]) == {"family", "base_model", "evidence"}
+    for finding in report["findings"]:
+        assert set(finding) == {"code", "rule", "severity", "file", "line", "pointer", "message", "fix"}
+        assert finding["severity"] in ("error", "warning", "info")
+    assert set(report["summary"]) == {"error", "warning", "info", "fixable"}
+    assert report["summary"]["error"] == sum(f["severity"] == "error" for f in report["findings"])
+
+
+def test_select_and_ignore():
+    only = json.loads(run_cli("check", str(FIXTURE), "--format", "json", "--select", "CARD").stdout)
+    assert {f["code"][:4] for f in only["findings"]} == {"CARD"}
+    without = json.loads(run_cli("check", str(FIXTURE), "--format", "json", "--ignore", "base-model-mismatch,TPL001").stdout)
+    assert not {"base-model-mismatch", "missing-chat-template"} & {f["rule"] for f in without["findings"]}
+
+
+def test_unknown_selector_is_a_usage_error():
+    assert run_cli("check", str(FIXTURE), "--select", "XYZ").returncode == 2
+
+
+def test_exit_codes_follow_fail_on(copy_upstream):
+    folder = copy_upstream("Qwen--Qwen3-8B")
+    card = folder / "README.md"
+    card.write_text(card.read_text().replace("pipeline_tag: text-generation\n", ""))  # one warning
+    assert run_cli("check", str(folder)).returncode == 0
+    assert run_cli("check", str(folder), "--fail-on", "warning").returncode == 1
+    assert run_cli("check", str(FIXTURE)).returncode == 1
+
+
+def test_several_targets_in_one_run():
+    proc = run_cli("check", str(QWEN3), str(FIXTURE), "--format", "json")
+    reports = json.loads(proc.stdout)
+    assert [r["target"] for r in reports] == [str(QWEN3), str(FIXTURE)]
+    assert proc.returncode == 1
+
+
+def test_text_output_names_file_line_and_fixability():
+    proc = run_cli("check", str(FIXTURE))
+    assert "README.md:5" in proc.stdout and "CARD001" in proc.stdout and "lineage: qwen3" in proc.stdout
+
+
+def test_help_and_rules_import_neither_torch_nor_transformers():
+    for args in (["--help"], ["rules"], ["check", str(FIXTURE)]):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hfdoctor", *args], capture_output=True, text=True)
+        imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+        assert "torch" not in imported and "transformers" not in imported, args
+
+
+def test_hook_install(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    proc = run_cli("hook", "install", "--repo", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    hook = tmp_path / ".git" / "hooks" / "pre-push"
+    assert "hfdoctor check" in hook.read_text() and hook.stat().st_mode & 0o111
+    assert run_cli("hook", "install", "--repo", str(tmp_path)).returncode == 0  # ours: replaced
+
+
+def test_hook_refuses_foreign_hook_without_force(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    hook = tmp_path / ".git" / "hooks" / "pre-push"
+    hook.write_text("#!/bin/sh\necho mine\n")
+    proc = run_cli("hook", "install", "--repo", str(tmp_path))
+    assert proc.returncode == 2 and "--force" in proc.stderr and "mine" in hook.read_text()
+    assert run_cli("hook", "install", "--repo", str(tmp_path), "--force").returncode == 0
+    assert "hfdoctor" in hook.read_text()
+
+
+def test_hook_blocks_a_bad_push(tmp_path):
+    """The installed hook runs check on the checkout and its exit code stops the push."""
+    import shutil
+
+    repo = tmp_path / "model"
+    shutil.copytree(FIXTURE, repo)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    run_cli("hook", "install", "--repo", str(repo))
+    hook = repo / ".git" / "hooks" / "pre-push"
+    proc = subprocess.run([str(hook)], cwd=repo, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1 and "missing-chat-template" in proc.stdout
+
+
+def test_hub_id_from_local_cache(tmp_path):
+    """A Hub repo id resolves to its snapshot in a local cache laid out like the Hub's."""
+    import shutil
+
+    cache = tmp_path / "hub"
+    snap = cache / "models--Qwen--Qwen3-8B" / "snapshots" / "abc123"
+    shutil.copytree(QWEN3, snap)
+    (cache / "models--Qwen--Qwen3-8B" / "refs").mkdir()
+    (cache / "models--Qwen--Qwen3-8B" / "refs" / "main").write_text("abc123")
+    proc = run_cli("check", "Qwen/Qwen3-8B", "--format", "json", env={"HF_HUB_CACHE": str(cache)})
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["target"] == "Qwen/Qwen3-8B" and report["lineage"]["family"] == "qwen3"
+    assert run_cli("check", "Qwen/Nope-1B", env={"HF_HUB_CACHE": str(cache)}).returncode == 2

@@ -1,0 +1,111 @@
+"""The family registry's facts, checked against the real upstream files wherever they exist."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from conftest import UPSTREAM
+from hfdoctor import lineage, registry
+from hfdoctor.repo import ModelRepo
+
+FAMILIES = registry.families()
+
+
+def folder_of(repo_id: str):
+    path = UPSTREAM / repo_id.replace("/", "--")
+    return path if path.is_dir() else None
+
+
+def test_keys_are_unique_and_lowercase():
+    keys = [f.key for f in FAMILIES]
+    assert len(keys) == len(set(keys)) and all(k == k.lower() for k in keys)
+    for required in ("qwen2.5", "qwen3", "qwq", "deepseek-r1", "llama3", "mistral", "gemma2", "gemma3", "phi3", "phi4", "gpt-oss", "smollm3"):
+        assert registry.family(required) is not None, required
+
+
+@pytest.mark.parametrize("fam", [f for f in FAMILIES if f.template], ids=lambda f: f.key)
+def test_pinned_template_sha256_matches_upstream(fam):
+    folder = folder_of(fam.template.repo)
+    if folder is None:
+        pytest.skip(f"{fam.template.repo} is not in ../shared/upstream")
+    texts = []
+    if (folder / "chat_template.jinja").is_file():
+        texts.append((folder / "chat_template.jinja").read_text(encoding="utf-8"))
+    if (folder / "tokenizer_config.json").is_file():
+        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template")
+        if isinstance(value, str):
+            texts.append(value)
+    assert fam.template.sha256 in {hashlib.sha256(t.encode()).hexdigest() for t in texts}
+
+
+@pytest.mark.parametrize("fam", FAMILIES, ids=lambda f: f.key)
+def test_base_dimensions_match_upstream_configs(fam):
+    checked = 0
+    for base in fam.bases:
+        for repo_id in (base.repo, base.base_repo):
+            folder = folder_of(repo_id) if repo_id else None
+            if folder is None or not (folder / "config.json").is_file():
+                continue
+            config = json.loads((folder / "config.json").read_text())
+            assert base.matches(config), (repo_id, base.dims)
+            assert config["model_type"] in fam.model_types
+            checked += 1
+    if not checked:
+        pytest.skip("no upstream config for this family")
+
+
+@pytest.mark.parametrize("fam", [f for f in FAMILIES if f.signature_tokens], ids=lambda f: f.key)
+def test_signature_token_ids_match_upstream_tokenizers(fam):
+    checked = 0
+    for base in fam.bases:
+        folder = folder_of(base.repo)
+        if folder is None:
+            continue
+        repo = ModelRepo(folder)
+        if repo.vocab is None:
+            continue
+        for token, token_id in fam.signature_tokens.items():
+            assert token in repo.vocab, (base.repo, token)
+            if token_id is not None:
+                assert repo.vocab[token] == token_id, (base.repo, token)
+        checked += 1
+    if not checked:
+        pytest.skip("no upstream tokenizer for this family")
+
+
+def test_vocab_groups_and_fingerprints_from_real_tokenizers():
+    groups = registry.vocab_groups()
+    expect = {
+        "Qwen--Qwen3-8B": ("qwen2-bpe", "qwen3"),
+        "Qwen--Qwen2.5-Coder-32B-Instruct": ("qwen2-bpe", None),
+        "meta-llama--Llama-3.1-8B-Instruct": ("cl100k-bpe", "llama3"),
+        "microsoft--phi-4": ("cl100k-bpe", None),
+        "mistralai--Mistral-7B-Instruct-v0.2": ("mistral-v1-spm", "mistral"),
+        "mistralai--Mistral-7B-Instruct-v0.3": ("mistral-v3-spm", "mistral"),
+    }
+    for name, (group, fp_family) in expect.items():
+        repo = ModelRepo(UPSTREAM / name)
+        assert groups[lineage.vocab_sample(repo.vocab)] == group, name
+        if fp_family:
+            assert lineage.encode_fingerprint(repo) in registry.family(fp_family).encode_fingerprints, name
+
+
+def test_repo_patterns():
+    assert registry.family_of_repo_id("Qwen/Qwen3-8B").key == "qwen3"
+    assert registry.family_of_repo_id("Qwen/Qwen3-8B-Base").key == "qwen3"
+    assert registry.family_of_repo_id("Qwen/Qwen2.5-7B-Instruct").key == "qwen2.5"
+    assert registry.family_of_repo_id("meta-llama/Meta-Llama-3.1-8B").key == "llama3"
+    assert registry.family_of_repo_id("deepseek-ai/DeepSeek-R1-Distill-Llama-8B").key == "deepseek-r1"
+    assert registry.family_of_repo_id("openai/gpt-oss-20b").key == "gpt-oss"
+    assert registry.family_of_repo_id("some-user/my-model") is None
+
+
+def test_architectures_table_knows_the_families():
+    table = registry.architectures()
+    assert "Qwen3ForCausalLM" in table["qwen3"] and "LlamaForCausalLM" in table["llama"]
+    for fam in FAMILIES:
+        for model_type in fam.model_types:
+            assert model_type in table, (fam.key, model_type)
