@@ -13,10 +13,15 @@ from hfdoctor.rules.base import Rule
 from hfdoctor.upstream import Upstream
 
 
+# Runs after every other rule, so that it reports the problems any of them ran into.
+RUN_LAST = ("file-unreadable",)
+
+
 def run_rules(repo: ModelRepo, rules: list[Rule]) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     internal: list[str] = []
-    for r in rules:
+    ordered = [r for r in rules if r.name not in RUN_LAST] + [r for r in rules if r.name in RUN_LAST]
+    for r in ordered:
         try:
             findings.extend(r.check(repo))
         except Exception as err:  # a bug in hfdoctor, never the repo's fault
