@@ -40,7 +40,17 @@ def check_target(
     ignore: list[str] | None = None,
     upstream: Upstream | None = None,
 ) -> Report:
-    repo = ModelRepo(target, upstream=upstream)
+    return check_repo(ModelRepo(target, upstream=upstream), select=select, ignore=ignore, target=target)
+
+
+def check_repo(
+    repo: ModelRepo,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    target: str | None = None,
+) -> Report:
+    """check_target for a repo object already built (the fixer checks a patched view)."""
+    target = target if target is not None else str(repo.root)
     findings, internal = run_rules(repo, selected_rules(select, ignore))
     try:
         lin = lineage.detect(repo).to_json()
