@@ -1,1 +1,90 @@
-"""Placeholder until the probe lands (issue 6)."""
+"""`hfdoctor probe`: load the weights and prove the behaviour the metadata promises.
+
+Static rules say what a checkpoint declares; only running it shows what the weights do
+(seed 000: a template that offers thinking to weights that never learned `<think>`; seed
+002: the same prompt giving different outputs). The probe renders prompts with the repo's
+own chat template, decodes greedily and decides four checks (see checks.py).
+
+Stages: preflight.py refuses what cannot be loaded (git-lfs pointers, blocking static
+findings, weights larger than the device's free memory) before torch is touched;
+session.py loads with transformers and generates; checks.py decides; output.py shows.
+This module imports nothing heavy: torch and transformers load inside run_probe only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hfdoctor.probe.output import ProbeResult
+
+
+def run_probe(
+    path: str,
+    device: str = "auto",
+    max_new_tokens: int = 96,
+    output_format: str = "text",
+    trust_remote_code: bool = False,
+    console: "Console | None" = None,
+    display_target: str | None = None,
+) -> int:
+    """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from hfdoctor.probe.output import ProbeResult, write_json, write_text
+    from hfdoctor.probe.preflight import ProbeRefused
+
+    console = console or Console(highlight=False, soft_wrap=True)
+    # Progress and refusals go to stderr, so that --format json keeps stdout pure JSON.
+    errors = Console(stderr=True, highlight=False, soft_wrap=True)
+    result = ProbeResult(target=display_target or path)
+    try:
+        probe(result, path, device, max_new_tokens, trust_remote_code, errors)
+    except ProbeRefused as err:
+        result.refused = str(err)
+        errors.print(f"[bold red]probe refused:[/bold red] {escape(str(err))}")
+    if output_format == "json":
+        write_json(result)
+    else:
+        write_text(result, console)
+    return result.exit_code()
+
+
+def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, trust_remote_code: bool,
+          errors: "Console") -> None:
+    """Fill `result` in, stage by stage, under a progress display on stderr."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from hfdoctor import lineage, registry
+    from hfdoctor.probe import preflight
+    from hfdoctor.repo import ModelRepo
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=errors, transient=True) as progress:
+        task = progress.add_task("checking the checkout before loading")
+
+        def step(description: str) -> None:
+            progress.update(task, description=description)
+
+        repo = ModelRepo(path)
+        weights = preflight.before_loading(repo)
+        result.weights_bytes = weights.nbytes
+        result.family = lineage.detect(repo).family
+        family = registry.family(result.family)
+        template = repo.chat_template.text if repo.chat_template is not None else None
+
+        step("importing torch")
+        from hfdoctor.probe.checks import run_checks
+        from hfdoctor.probe.session import Session, loads_via_cpu, resolve_device
+
+        result.device = resolve_device(device)
+        preflight.check_memory(weights, result.device)
+        if result.device != "cpu" and loads_via_cpu(result.device):
+            preflight.check_memory(weights, "cpu", staging_for=result.device)
+        step(f"loading {preflight.human_bytes(weights.nbytes)} of weights onto {result.device}")
+        session = Session(path, result.device, max_new_tokens, repo.eos_ids, trust_remote_code)
+        result.dtype, result.load_seconds = session.dtype, session.load_seconds
+        result.checks = run_checks(session, family, template, step)

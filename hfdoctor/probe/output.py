@@ -1,0 +1,76 @@
+"""How a probe result is shown: one JSON object on stdout, or readable lines with the replies."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from hfdoctor import __version__
+from hfdoctor.probe.checks import CheckResult
+
+VERDICT = {True: "[bold green]PASS[/]", False: "[bold red]FAIL[/]", None: "[dim]N/A [/]"}
+
+
+@dataclass
+class ProbeResult:
+    target: str
+    device: str | None = None
+    family: str | None = None
+    dtype: str | None = None
+    load_seconds: float | None = None
+    weights_bytes: int | None = None
+    checks: list[CheckResult] = field(default_factory=list)
+    refused: str | None = None  # why nothing was (or could be) probed
+
+    def exit_code(self) -> int:
+        if self.refused is not None:
+            return 2
+        return 1 if any(c.passed is False for c in self.checks) else 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "hfdoctor": __version__,
+            "target": self.target,
+            "device": self.device,
+            "family": self.family,
+            "dtype": self.dtype,
+            "load_seconds": round(self.load_seconds, 3) if self.load_seconds is not None else None,
+            "weights_bytes": self.weights_bytes,
+            "checks": [c.to_json() for c in self.checks],
+        }
+        if self.refused is not None:
+            out["refused"] = self.refused
+        return out
+
+
+def write_json(result: ProbeResult) -> None:
+    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+
+
+def write_text(result: ProbeResult, console: Console) -> None:
+    if result.refused is not None:
+        return  # the refusal went to stderr; there is nothing else to show
+    loaded = f"loaded in {result.load_seconds:.1f} s" if result.load_seconds is not None else ""
+    console.print(f"[bold]{escape(result.target)}[/bold]  family: {escape(result.family or 'unknown')}, "
+                  f"device: {result.device}, dtype: {result.dtype}, {loaded}")
+    replies_shown: set[tuple[str, str]] = set()
+    for check in result.checks:
+        console.print(f"  {VERDICT[check.passed]} [bold]{check.name:<13}[/bold] {escape(check.detail)}", soft_wrap=True)
+        gen = check.generation
+        # Checks share replies (stops-at-eos judges the others'): show each prompt's reply once.
+        if gen is not None and (gen.prompt, gen.text) not in replies_shown:
+            replies_shown.add((gen.prompt, gen.text))
+            reply = gen.text.replace("\n", "\\n")
+            if len(reply) > 200:
+                reply = reply[:199] + "…"
+            console.print(f"       [dim]reply ({gen.tokens} tokens, {gen.seconds:.2f} s):[/dim] {escape(reply)}",
+                          soft_wrap=True)
+    counts = {verdict: sum(c.passed is verdict for c in result.checks) for verdict in (True, False, None)}
+    summary = f"{counts[True]} passed, {counts[False]} failed"
+    if counts[None]:
+        summary += f", {counts[None]} not applicable"
+    console.print(f"[{'red' if counts[False] else 'green'}]{summary}[/]")

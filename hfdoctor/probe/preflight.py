@@ -1,0 +1,135 @@
+"""What must be true before the probe loads any weights: a clear refusal beats an OOM crash.
+
+Refused (exit 2) before anything heavy is loaded:
+- a file of the checkout is a git-lfs pointer instead of its data (a clone without `git lfs pull`);
+- the static rules lfs-pointer, weights-unreadable or weights-config-mismatch report an error
+  (loading would crash, or silently build a model with freshly initialised tensors);
+- there are no safetensors weights (pickle checkpoints are never unpickled by hfdoctor);
+- the parameter bytes the safetensors headers declare exceed the free memory of the device.
+
+Only headers are read here (hfdoctor.weights): a refused 70B checkpoint costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfdoctor.repo import ModelRepo
+
+# The static rules whose errors mean that loading cannot work (the weights engineer's names).
+BLOCKING_RULES = ["lfs-pointer", "weights-unreadable", "weights-config-mismatch"]
+
+
+class ProbeRefused(Exception):
+    """The checkpoint cannot be probed; the message says why and what to do."""
+
+
+@dataclass
+class Weights:
+    files: list[str]
+    nbytes: int
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # unreachable
+
+
+def check_lfs_pointers(repo: ModelRepo) -> None:
+    """Any file still a git-lfs pointer: weights, but also a tokenizer.json stored in LFS."""
+    from hfdoctor.weights import lfs_pointer
+
+    pointers = [rel for rel in repo.files if lfs_pointer(repo.root / rel, rel) is not None]
+    if pointers:
+        listed = ", ".join(pointers[:5]) + (f" and {len(pointers) - 5} more" if len(pointers) > 5 else "")
+        raise ProbeRefused(
+            f"{listed} {'is a git-lfs pointer' if len(pointers) == 1 else 'are git-lfs pointers'}, not the data: "
+            "run `git lfs pull` in the checkout (or download the files) before probing"
+        )
+
+
+def check_static_rules(path: str) -> None:
+    """Errors of the rules that predict a failed or meaningless load."""
+    from hfdoctor.check import check_target
+
+    report = check_target(path, select=BLOCKING_RULES)
+    errors = [f for f in report.findings if str(f.severity) == "error"]
+    if errors:
+        lines = "; ".join(f"{f.rule}: {f.message}" for f in errors[:3])
+        raise ProbeRefused(f"the weights cannot be loaded as declared ({lines}); see `hfdoctor check {path}`")
+
+
+def weights_to_load(repo: ModelRepo) -> Weights:
+    """The safetensors files that hold the model and their parameter bytes, from headers only."""
+    from hfdoctor.weights import repo_weights
+
+    view = repo_weights(repo)
+    if view.broken:
+        rel, why = next(iter(view.broken.items()))
+        raise ProbeRefused(f"{rel} {why}; see `hfdoctor check`")
+    if not view.main_files:
+        pickles = [f for f in repo.weight_files if not f.endswith((".safetensors", ".gguf"))]
+        if pickles:
+            raise ProbeRefused(
+                f"the weights are pickle files ({', '.join(pickles[:3])}): hfdoctor never unpickles; "
+                "convert them to safetensors first"
+            )
+        raise ProbeRefused("no safetensors weights in the checkout: nothing to load")
+    if view.missing_files:
+        raise ProbeRefused(f"model.safetensors.index.json names shards that are missing: {', '.join(view.missing_files[:3])}")
+    nbytes = sum(t.nbytes for t in view.main_tensors().values())
+    return Weights(view.main_files, nbytes)
+
+
+def cpu_available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where there is no such file: not Linux)."""
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def available_bytes(device: str) -> int | None:
+    """Free memory of the device the model will be loaded onto ("cpu" or "cuda:N")."""
+    if device.startswith("cuda"):
+        import torch
+
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        return int(free)
+    return cpu_available_bytes()
+
+
+def check_memory(weights: Weights, device: str, staging_for: str | None = None) -> int | None:
+    """Refuse when the weights alone do not fit; return the free bytes (None: unknown).
+
+    staging_for: the GPU the weights pass through `device` (the CPU) on their way to.
+    """
+    free = available_bytes(device)
+    if free is None or weights.nbytes <= free:
+        return free
+    if staging_for is not None:
+        advice = (f"without accelerate, transformers loads the weights into CPU memory before moving them to "
+                  f"{staging_for}: install accelerate to load them straight onto the GPU")
+    elif device.startswith("cuda"):
+        advice = "probe on a larger GPU"
+    else:
+        advice = "probe on a larger machine or with --device cuda"
+    raise ProbeRefused(
+        f"the weights need {human_bytes(weights.nbytes)} (from the safetensors headers) but {device} has "
+        f"{human_bytes(free)} free: {advice}"
+    )
+
+
+def before_loading(repo: ModelRepo) -> Weights:
+    """Every check that needs no torch (the memory check comes once the device is known)."""
+    check_lfs_pointers(repo)
+    check_static_rules(str(repo.root))
+    return weights_to_load(repo)

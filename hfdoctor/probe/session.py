@@ -1,0 +1,161 @@
+"""The loaded model and tokenizer, and greedy generation on the repo's own chat template.
+
+Everything a user's serving stack would do, nothing more: AutoTokenizer and
+AutoModelForCausalLM from the checkout (never the repo's Python code unless
+--trust-remote-code), the chat template through tokenizer.apply_chat_template, the eos ids
+of generation_config.json, greedy decoding. torch and transformers are imported here only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hfdoctor.probe.preflight import ProbeRefused
+
+
+@dataclass
+class Generation:
+    """One greedy reply: the rendered prompt and what came after it."""
+
+    prompt: str
+    prompt_tokens: int
+    ids: list[int]  # generated ids, up to and including the eos id that stopped it
+    text: str  # decoded with special tokens kept, so markers stay visible
+    seconds: float
+    stopped_on: int | None  # the eos id that ended it, None when the budget ran out
+
+    @property
+    def tokens(self) -> int:
+        return len(self.ids)
+
+
+def resolve_device(requested: str) -> str:
+    """auto|cpu|cuda -> "cpu" or "cuda:0"; asking for CUDA without one is a usage error."""
+    import torch
+
+    if requested == "cpu":
+        return "cpu"
+    if torch.cuda.is_available():
+        return "cuda:0"
+    if requested == "cuda":
+        raise ProbeRefused("--device cuda was asked for but torch sees no CUDA device (torch.cuda.is_available() is False)")
+    return "cpu"
+
+
+def loads_via_cpu(device: str) -> bool:
+    """Whether the weights pass through CPU memory on their way to `device`.
+
+    transformers places weights straight onto a GPU (device_map) only with accelerate
+    installed; without it they are loaded on the CPU and moved.
+    """
+    if device == "cpu":
+        return True
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+def quiet_transformers() -> None:
+    """transformers' own progress bars and warnings would garble our display and stderr."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
+class Session:
+    def __init__(self, path: str, device: str, max_new_tokens: int, eos_ids: list[int], trust_remote_code: bool):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        quiet_transformers()
+        self.device = device
+        self.max_new_tokens = max_new_tokens
+        self.eos_ids = eos_ids
+        started = time.perf_counter()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+            via_cpu = loads_via_cpu(device)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                path, dtype="auto", use_safetensors=True, trust_remote_code=trust_remote_code,
+                **({} if via_cpu else {"device_map": device}),
+            ).eval()
+            if via_cpu and device != "cpu":
+                self.model.to(device)
+        except Exception as err:  # a repo transformers cannot load is the repo's problem, reported
+            raise ProbeRefused(f"transformers could not load the checkpoint: {type(err).__name__}: {err}") from None
+        self.load_seconds = time.perf_counter() - started
+        self.dtype = str(self.model.dtype).replace("torch.", "")
+        self.pad_id = self._pad_id()
+        self._torch = torch
+
+    def _pad_id(self) -> int:
+        """What left-pads a batch: the tokenizer's pad token, else the first eos id."""
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.eos_ids[0] if self.eos_ids else 0
+        return int(pad)
+
+    # --- the vocabulary -----------------------------------------------------------
+
+    def single_token_id(self, token: str) -> int | None:
+        """The id of `token` when the vocabulary has it as one token, else None."""
+        token_id = self.tokenizer.get_vocab().get(token)
+        return int(token_id) if token_id is not None else None
+
+    def token_name(self, token_id: int) -> str:
+        return str(self.tokenizer.convert_ids_to_tokens(token_id))
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    # --- prompts and generation --------------------------------------------------
+
+    def render(self, messages: list[dict[str, Any]], **kwargs: Any) -> str:
+        """The generation prompt as the repo's chat template writes it."""
+        try:
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
+        except Exception as err:
+            raise ProbeRefused(
+                f"the chat template cannot render a one-question conversation: {type(err).__name__}: {err}; "
+                "see `hfdoctor check`"
+            ) from None
+
+    def generate(self, prompts: list[str]) -> list[Generation]:
+        """Greedy replies to `prompts`, as one left-padded batch."""
+        from transformers import GenerationConfig
+
+        torch = self._torch
+        encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        width = max(len(ids) for ids in encoded)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, ids in enumerate(encoded):
+            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, width - len(ids):] = 1
+        config = GenerationConfig(
+            do_sample=False, num_beams=1, max_new_tokens=self.max_new_tokens,
+            eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
+        )
+        started = time.perf_counter()
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
+                generation_config=config,
+            )
+        seconds = time.perf_counter() - started
+        results = []
+        for row, prompt in enumerate(prompts):
+            ids = [int(i) for i in out[row, width:].tolist()]
+            stop = next((k for k, i in enumerate(ids) if i in self.eos_ids), None)
+            if stop is not None:
+                ids = ids[: stop + 1]  # what follows is the batch's padding
+            results.append(Generation(
+                prompt=prompt, prompt_tokens=len(encoded[row]), ids=ids, text=self.decode(ids),
+                seconds=seconds, stopped_on=ids[stop] if stop is not None else None,
+            ))
+        return results
