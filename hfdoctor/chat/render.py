@@ -1,25 +1,68 @@
 """Render chat templates exactly as transformers' `apply_chat_template(tokenize=False)`.
 
-transformers compiles templates in an ImmutableSandboxedEnvironment with
-trim_blocks/lstrip_blocks, the loopcontrols extension and its `{% generation %}` tag,
-adds the `tojson` filter (ensure_ascii=False) and the `raise_exception` and
-`strftime_now` globals, and passes messages, tools, documents,
-add_generation_prompt, the named special tokens and the caller's kwargs. This module
-does the same without importing transformers.
+Mirrors transformers 5.x (`utils/chat_template_utils.py` and
+`PreTrainedTokenizerBase.apply_chat_template`) without importing it:
+
+- the environment: ImmutableSandboxedEnvironment(trim_blocks, lstrip_blocks) with the
+  loopcontrols extension and the `{% generation %}` tag; the `tojson` filter
+  (ensure_ascii=False, indent/separators/sort_keys); the globals `raise_exception`,
+  `strftime_now`, a `dict` that only builds dicts, and a `namespace` that refuses
+  underscore-prefixed attributes;
+- the inputs: None-valued message keys dropped; everything rebuilt out of plain JSON
+  types; `reasoning_content` / `thinking` / `reasoning` aliased to one another;
+  `messages`, `tools`, `documents`, `add_generation_prompt`, then the named special
+  tokens overridden by the caller's kwargs;
+- tool-call `arguments` given as a JSON string are passed through as a string
+  (apply_chat_template does not parse them; only `transformers serve` does), so a
+  template that expects a mapping sees a string, exactly as in transformers.
+
+`{% generation %}` spans are recorded the way transformers records them for
+`return_assistant_tokens_mask`: (start, end) character offsets in the output.
+
+Rendering here is in-process and unbounded: callers that render untrusted templates go
+through hfdoctor.chat.sandbox (see analysis.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import jinja2
-from jinja2 import nodes
+import jinja2.exceptions
+import jinja2.ext
+import jinja2.meta
+import jinja2.nodes
+import jinja2.utils
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+# The named special tokens transformers passes (PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES).
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# Names a message's reasoning is passed under; the first is the one templates read.
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+# Variables apply_chat_template always passes (besides the special tokens).
+PASSED_VARIABLES = ("messages", "tools", "documents", "add_generation_prompt")
+
+# strftime_now reads this clock; tests pin it so renders are reproducible.
+_clock: Callable[[], datetime] = datetime.now
+
+
+@contextmanager
+def pinned_clock(moment: datetime) -> Iterator[None]:
+    """Make strftime_now() return `moment` (for reproducible renders)."""
+    global _clock
+    saved = _clock
+    _clock = lambda: moment  # noqa: E731
+    try:
+        yield
+    finally:
+        _clock = saved
 
 
 class TemplateRaised(jinja2.exceptions.TemplateError):
@@ -29,48 +72,102 @@ class TemplateRaised(jinja2.exceptions.TemplateError):
 class GenerationTag(Extension):
     """`{% generation %}...{% endgeneration %}` marks assistant text for loss masks.
 
-    Rendering output is unchanged; the spans are recorded on the environment's
-    `generation_spans` list when a caller asks for them (see render(..., spans=True)).
+    The output is unchanged. While a tracker is active, each block's (start, end)
+    character offsets are recorded, computed like transformers' AssistantTracker: from
+    the length of what the template has yielded so far.
     """
 
     tags = {"generation"}
 
-    def parse(self, parser: jinja2.parser.Parser) -> nodes.Node:
+    def __init__(self, environment: jinja2.Environment):
+        super().__init__(environment)
+        environment.extend(activate_tracker=self.activate_tracker)
+        self._rendered_blocks: list[str] | None = None
+        self._generation_indices: list[tuple[int, int]] | None = None
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.CallBlock:
         lineno = next(parser.stream).lineno
         body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return nodes.CallBlock(self.call_method("_generation", []), [], [], body).set_lineno(lineno)
+        return jinja2.nodes.CallBlock(self.call_method("_generation_support"), [], [], body).set_lineno(lineno)
 
-    def _generation(self, caller: Any) -> str:
+    @jinja2.pass_eval_context
+    def _generation_support(self, context: jinja2.nodes.EvalContext, caller: jinja2.runtime.Macro) -> str:
         text = caller()
-        spans = getattr(self.environment, "generation_texts", None)
-        if spans is not None:
-            spans.append(text)
+        if self._rendered_blocks is not None and self._generation_indices is not None:
+            start = len("".join(self._rendered_blocks))
+            self._generation_indices.append((start, start + len(text)))
         return text
 
+    @contextmanager
+    def activate_tracker(self, rendered_blocks: list[str], generation_indices: list[tuple[int, int]]) -> Iterator[None]:
+        self._rendered_blocks, self._generation_indices = rendered_blocks, generation_indices
+        try:
+            yield
+        finally:
+            self._rendered_blocks, self._generation_indices = None, None
 
-def _raise_exception(message: str) -> None:
+
+def _raise_exception(message: Any) -> None:
     raise TemplateRaised(message)
 
 
 def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
             separators: Any = None, sort_keys: bool = False) -> str:
+    # Jinja's own tojson escapes HTML characters; transformers replaces it with plain json.dumps.
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
+    return _clock().strftime(fmt)
+
+
+class TemplateDict:
+    """`dict` inside templates: builds dicts, but exposes nothing else of the type."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
+        return dict.fromkeys(*args, **kwargs)
+
+
+class TemplateNamespace(jinja2.utils.Namespace):
+    """`namespace` inside templates: refuses underscore-prefixed attributes (CPython internals)."""
+
+    def __init__(*args: Any, **kwargs: Any):  # same signature trick as jinja2's Namespace
+        self, args = args[0], args[1:]
+        attrs = dict(*args, **kwargs)
+        for name in attrs:
+            TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check_name(name: Any) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(
+                f"Chat templates cannot store underscore-prefixed attributes on a namespace, but got {name!r}. "
+                "Please rename the attribute."
+            )
 
 
 def make_environment() -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(
-        trim_blocks=True,
-        lstrip_blocks=True,
-        extensions=[GenerationTag, jinja2.ext.loopcontrols],
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols]
     )
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
+    env.globals["dict"] = TemplateDict()
+    env.globals["namespace"] = TemplateNamespace
     return env
+
+
+# Every name a template can read without it being passed: jinja's defaults plus ours.
+GLOBAL_NAMES = frozenset(make_environment().globals)
 
 
 @lru_cache(maxsize=64)
@@ -79,15 +176,100 @@ def compile_template(source: str) -> jinja2.Template:
     return make_environment().from_string(source)
 
 
-@dataclass
-class RenderResult:
-    text: str
-    generation_texts: list[str] = field(default_factory=list)
+@lru_cache(maxsize=64)
+def template_variables(source: str) -> frozenset[str]:
+    """Every variable the template reads that it does not set itself (vLLM's method)."""
+    env = compile_template(source).environment
+    return frozenset(jinja2.meta.find_undeclared_variables(env.parse(source)))
+
+
+@lru_cache(maxsize=64)
+def _assigned_and_probed(source: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Names the template assigns itself, and names it probes (`is defined`, `| default`)."""
+    ast = compile_template(source).environment.parse(source)
+    assigned = {n.name for n in ast.find_all(jinja2.nodes.Name) if n.ctx in ("store", "param")}
+    probed = {t.node.name for t in ast.find_all(jinja2.nodes.Test)
+              if t.name in ("defined", "undefined", "none") and isinstance(t.node, jinja2.nodes.Name)}
+    probed |= {f.node.name for f in ast.find_all(jinja2.nodes.Filter)
+               if f.name in ("default", "d") and isinstance(f.node, jinja2.nodes.Name)}
+    return frozenset(assigned), frozenset(probed)
+
+
+def template_kwargs(source: str, special_token_names: Any = SPECIAL_TOKEN_NAMES) -> frozenset[str]:
+    """The caller kwargs a template reads: its variables minus what is always passed.
+
+    A name the template assigns itself (`{% set content = ... %}` read in another
+    scope) is a local, not a kwarg, unless the template also probes it with
+    `is defined` or `| default` (Llama 3.1's `date_string`).
+    """
+    standard = set(PASSED_VARIABLES) | set(SPECIAL_TOKEN_NAMES) | set(special_token_names) | GLOBAL_NAMES
+    assigned, probed = _assigned_and_probed(source)
+    return frozenset(template_variables(source) - standard - (assigned - probed))
+
+
+def has_generation_tag(source: str) -> bool:
+    """transformers' own test for `{% generation %}` support."""
+    return re.search(r"\{\%-?\s*generation\s*-?\%\}", source) is not None
+
+
+def plain_data(value: Any) -> Any:
+    """Rebuild a value out of plain JSON types, like transformers' `_plain_template_data`.
+
+    Only what is reachable from JSON-like input is handled; anything else becomes the
+    same inert placeholder transformers uses (`<TypeName>`).
+    """
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, dict):
+        return {plain_data(k): plain_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_data(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(plain_data(v) for v in value)
+    return f"<{type(value).__name__}>"
+
+
+def alias_reasoning(messages: list[Any]) -> list[Any]:
+    """Fill `reasoning_content` from older names for it, and `thinking` for gpt-oss templates."""
+    aliased = []
+    for message in messages:
+        if isinstance(message, dict):
+            reasoning = next((message[key] for key in REASONING_FIELDS if message.get(key) is not None), None)
+            if reasoning is not None:
+                message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        aliased.append(message)
+    return aliased
 
 
 def prepare_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Message preprocessing transformers applies before rendering: None-valued keys are dropped."""
-    return [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m for m in messages]
+    """The message preprocessing apply_chat_template does before rendering.
+
+    None-valued keys are dropped (APIs send `content: null`, `tool_calls: null`), the
+    messages are rebuilt out of plain data, and reasoning fields are aliased.
+    """
+    dropped = [{k: v for k, v in m.items() if v is not None} for m in messages]
+    chat = plain_data(dropped)
+    for message in chat:
+        if not isinstance(message, dict):
+            raise TypeError(f"Chat messages should be dicts, dataclasses or pydantic models, but got {message!r}.")
+    return alias_reasoning(chat)
+
+
+@dataclass
+class RenderResult:
+    text: str
+    # (start, end) character offsets of each {% generation %} block, in output order.
+    generation_spans: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def generation_texts(self) -> list[str]:
+        return [self.text[a:b] for a, b in self.generation_spans]
 
 
 def render(
@@ -97,22 +279,32 @@ def render(
     tools: list[dict[str, Any]] | None = None,
     documents: list[dict[str, Any]] | None = None,
     add_generation_prompt: bool = False,
-    special_tokens: dict[str, str | None] | None = None,
+    special_tokens: dict[str, str] | None = None,
     **kwargs: Any,
 ) -> RenderResult:
-    """Render like apply_chat_template(tokenize=False). Raises jinja2 errors as they come."""
+    """Render like apply_chat_template(tokenize=False). Raises what the template raises.
+
+    `special_tokens` is the tokenizer's `special_tokens_map` (bos_token, eos_token, ...);
+    `kwargs` are the caller's template kwargs (enable_thinking=..., ...), which win over
+    special tokens of the same name, as in transformers.
+    """
+    if not messages:
+        raise ValueError("Cannot apply chat template to an empty conversation. Provide at least one message.")
     template = compile_template(source)
-    generation_texts: list[str] = []
-    template.environment.generation_texts = generation_texts  # type: ignore[attr-defined]
-    try:
-        text = template.render(
+    if documents is not None:
+        for document in documents:
+            if not isinstance(document, dict):
+                raise TypeError("Documents should be a list of dicts with 'title' and 'text' keys!")
+    template_kwargs = plain_data({**(special_tokens or {}), **kwargs})
+    blocks: list[str] = []
+    spans: list[tuple[int, int]] = []
+    with template.environment.activate_tracker(blocks, spans):  # type: ignore[attr-defined]
+        for block in template.generate(
             messages=prepare_messages(messages),
-            tools=tools,
-            documents=documents,
+            tools=plain_data(tools),
+            documents=plain_data(documents),
             add_generation_prompt=add_generation_prompt,
-            **(special_tokens or {}),
-            **kwargs,
-        )
-    finally:
-        template.environment.generation_texts = None  # type: ignore[attr-defined]
-    return RenderResult(text, generation_texts)
+            **template_kwargs,
+        ):
+            blocks.append(block)
+    return RenderResult("".join(blocks), spans)

@@ -1,26 +1,20 @@
 """Find the token that ends an assistant turn, by rendering one.
 
-We render a conversation whose last message is an assistant reply carrying a needle
-string, then read what the template writes right after the needle. The first token
-there is what the model was trained to emit when it is done talking; serving stacks
-stop generation only if that id is an eos id in generation_config.json.
+The template analysis renders a conversation whose last message is an assistant reply
+carrying a needle string; we read what the template writes right after the needle.
+The first token there is what the model was trained to emit when it is done talking;
+serving stacks stop generation only if that id is an eos id in generation_config.json.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-import jinja2
-
-from hfdoctor.chat.render import render
+from hfdoctor.chat import corpus
+from hfdoctor.chat.analysis import analyze, special_tokens_for_render
 from hfdoctor.repo import ModelRepo
 
-NEEDLE = "HFDOCTOR_REPLY_7f3a"
-TURN_PROBE = [
-    {"role": "user", "content": "Say hi."},
-    {"role": "assistant", "content": NEEDLE},
-]
+__all__ = ["EndOfTurn", "end_of_turn", "first_token", "special_tokens_for_render", "text_after_reply"]
 
 
 @dataclass(frozen=True)
@@ -28,16 +22,6 @@ class EndOfTurn:
     token: str
     token_id: int | None
     context: str  # the rendered text right after the reply, for messages
-
-
-def special_tokens_for_render(repo: ModelRepo) -> dict[str, Any]:
-    """The named special tokens transformers passes to templates."""
-    tokens: dict[str, Any] = {}
-    for key in ("bos_token", "eos_token", "unk_token", "pad_token"):
-        value = repo.special_token(key)
-        if value is not None:
-            tokens[key] = value
-    return tokens
 
 
 def first_token(repo: ModelRepo, text: str) -> tuple[str, int | None] | None:
@@ -61,16 +45,19 @@ def first_token(repo: ModelRepo, text: str) -> tuple[str, int | None] | None:
     return None
 
 
+def text_after_reply(rendered: str | None, reply: str = corpus.ASSISTANT_1) -> str | None:
+    """What the template writes after the last assistant reply, or None."""
+    if rendered is None:
+        return None
+    at = rendered.rfind(reply)
+    return rendered[at + len(reply):] if at >= 0 else None
+
+
 def end_of_turn(repo: ModelRepo, template_text: str) -> EndOfTurn | None:
     """The end-of-turn token of `template_text`, or None when it cannot be told."""
-    try:
-        rendered = render(template_text, TURN_PROBE, special_tokens=special_tokens_for_render(repo)).text
-    except (jinja2.TemplateError, TypeError, ValueError, KeyError, AttributeError, IndexError, RecursionError):
+    after = text_after_reply(analyze(repo, template_text).rendered("reply", False))
+    if after is None:
         return None
-    at = rendered.rfind(NEEDLE)
-    if at < 0:
-        return None
-    after = rendered[at + len(NEEDLE) :]
     found = first_token(repo, after)
     if found is None:
         return None

@@ -1,0 +1,165 @@
+"""What a template can do, read off its renders of the needle corpus (minja's method).
+
+Each capability is answered by looking for a needle of the corpus in one render:
+the system prompt's needle in the system conversation, the argument value in the tool
+call conversation, and so on. The markers a template emits are found the same way:
+every `<|...|>`, `<｜...｜>`, `[UPPER]` or tag-like string in any render comes from the
+template, because no corpus text looks like one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hfdoctor.chat import corpus
+from hfdoctor.chat.analysis import TemplateAnalysis
+from hfdoctor.chat.render import has_generation_tag
+
+# Marker shapes. Pipes and full-width bars are only ever control tokens; [UPPER] and
+# <tag> shapes are also ordinary text in some families, see `expected_tokens`.
+PIPE_MARKER = re.compile(r"<\|[^<>|\s]{1,48}\|>")
+FULLWIDTH_MARKER = re.compile(r"<｜[^<>｜\s]{1,48}｜>")
+BRACKET_MARKER = re.compile(r"\[/?[A-Z][A-Z_]{1,30}\]")
+TAG_MARKER = re.compile(r"</?[A-Za-z_][\w:.\-]{0,30}>")
+def _status(analysis: TemplateAnalysis, conversation: str, add_generation_prompt: bool, needle: str) -> str:
+    """yes | ignored (rendered without the needle) | declined | crashes | unknown."""
+    found = analysis.outcome(conversation, add_generation_prompt)
+    if found is None:
+        return "unknown"
+    if found.error is not None:
+        return "declined" if found.error.kind == "declined" else "crashes"
+    return "yes" if needle in (found.text or "") else "ignored"
+
+
+def tool_call_arguments(analysis: TemplateAnalysis) -> str:
+    """Which shapes of `function.arguments` the template renders correctly."""
+    forms = []
+    as_object = analysis.rendered("tool_call", False)
+    if as_object is not None and corpus.ARGUMENT_VALUE in as_object:
+        # `{{ arguments }}` on a mapping prints a Python repr, not JSON.
+        forms.append("object (printed as a Python dict)" if "'city'" in as_object else "object")
+    as_string = analysis.rendered("tool_call_string_args", True)
+    if as_string is not None and corpus.ARGUMENT_VALUE in as_string:
+        forms.append("JSON string (double-encoded)" if '\\"city\\"' in as_string else "JSON string")
+    return ", ".join(forms) if forms else "none"
+
+
+def reasoning(analysis: TemplateAnalysis) -> str:
+    last = _status(analysis, "reasoning_reply", False, corpus.THINK_NEEDLE)
+    history = _status(analysis, "reasoning_history", True, corpus.THINK_NEEDLE)
+    if history == "yes":
+        return "kept in history"
+    if last == "yes":
+        return "last turn only"
+    if "crashes" in (last, history):
+        return "crashes"
+    return "ignored"
+
+
+@dataclass(frozen=True)
+class Toggle:
+    kwarg: str
+    effective: bool  # True and False render differently
+    default: str | None  # "on" / "off": which setting the absent kwarg matches
+
+
+def thinking_toggles(analysis: TemplateAnalysis) -> list[Toggle]:
+    """The thinking kwargs the template reads, and whether each changes the prompt."""
+    found = []
+    base = analysis.rendered("user", True)
+    for kwarg in analysis.thinking_kwargs:
+        on = analysis.rendered("user", True, **{kwarg: True})
+        off = analysis.rendered("user", True, **{kwarg: False})
+        effective = on is not None and off is not None and on != off
+        default = "on" if base is not None and base == on else "off" if base is not None and base == off else None
+        found.append(Toggle(kwarg, effective, default if effective else None))
+    return found
+
+
+def thinking_toggle_summary(analysis: TemplateAnalysis) -> str:
+    toggles = thinking_toggles(analysis)
+    if not toggles:
+        return "none"
+    parts = []
+    for t in toggles:
+        if not t.effective:
+            parts.append(f"{t.kwarg} (no effect)")
+        else:
+            parts.append(f"{t.kwarg} ({t.default} by default)" if t.default else t.kwarg)
+    return ", ".join(parts)
+
+
+def declines(analysis: TemplateAnalysis) -> dict[str, str]:
+    """Conversation shape -> the message the template declines it with."""
+    found: dict[str, str] = {}
+    for (name, _, kwargs), outcome in analysis.renders.items():
+        if not kwargs and outcome.error is not None and outcome.error.kind == "declined":
+            found.setdefault(corpus.conversation(name).what, outcome.error.message)
+    return found
+
+
+def capabilities(analysis: TemplateAnalysis) -> dict[str, Any]:
+    """The `template` section of the report: short values, one line each in text output."""
+    parallel = analysis.rendered("parallel_tool_calls", False)
+    if parallel is None:
+        parallel_status = _status(analysis, "parallel_tool_calls", False, "")
+    else:
+        parallel_status = "yes" if corpus.ARGUMENT_VALUE in parallel and "Europe/Paris" in parallel else "ignored"
+    return {
+        "system_role": _status(analysis, "system_user", True, corpus.SYSTEM_NEEDLE),
+        "tools": _status(analysis, "tools_available", True, corpus.TOOL_NAME),
+        "tool_calls": _status(analysis, "tool_call", False, corpus.ARGUMENT_VALUE),
+        "tool_call_arguments": tool_call_arguments(analysis),
+        "tool_responses": _status(analysis, "tool_result", True, corpus.RESULT_NEEDLE),
+        "parallel_tool_calls": parallel_status,
+        "typed_content": _status(analysis, "typed_content", True, corpus.TYPED_NEEDLE),
+        "reasoning": reasoning(analysis),
+        "thinking_toggle": thinking_toggle_summary(analysis),
+        "kwargs": sorted(analysis.kwargs),
+        "assistant_mask": "yes" if has_generation_tag(analysis.text) else "no",
+    }
+
+
+# --- markers ---------------------------------------------------------------------------
+
+
+def emitted_markers(analysis: TemplateAnalysis) -> list[str]:
+    """Every marker-shaped string in any render, in order of first appearance."""
+    seen: dict[str, None] = {}
+    for text in analysis.texts():
+        for pattern in (PIPE_MARKER, FULLWIDTH_MARKER, BRACKET_MARKER, TAG_MARKER):
+            for match in pattern.finditer(text):
+                seen.setdefault(match.group(0), None)
+    return list(seen)
+
+
+def _partner(tag: str) -> str:
+    return tag.replace("</", "<", 1) if tag.startswith("</") else tag.replace("<", "</", 1)
+
+
+def expected_tokens(markers: list[str], vocab: dict[str, int], added_tokens: list[str] = ()) -> list[str]:
+    """The markers that must be single tokens of `vocab` but are not.
+
+    Pipe and full-width markers always must. `[UPPER]` markers must when the vocabulary
+    has such tokens at all (Mistral v3 has [INST]; v1 writes it as text on purpose).
+    A tag must when its open/close partner is a token, or when it is a near miss of a
+    tag-shaped added token (`<thinking>` for `<think>`); other tags are plain text in
+    their family (Qwen's `<tools>`, Qwen2.5's `<tool_response>`).
+    """
+    has_brackets = any(BRACKET_MARKER.fullmatch(t) for t in vocab if t.startswith("["))
+    tags = [t for t in added_tokens if TAG_MARKER.fullmatch(t)]
+    missing = []
+    for marker in markers:
+        if marker in vocab:
+            continue
+        if PIPE_MARKER.fullmatch(marker) or FULLWIDTH_MARKER.fullmatch(marker):
+            missing.append(marker)
+        elif BRACKET_MARKER.fullmatch(marker):
+            if has_brackets:
+                missing.append(marker)
+        elif _partner(marker) in vocab or difflib.get_close_matches(marker, tags, n=1, cutoff=0.8):
+            missing.append(marker)
+    return missing

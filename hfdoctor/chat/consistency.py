@@ -1,0 +1,175 @@
+"""Do renders agree with each other the way serving and training assume?
+
+- prefix stability (TRL's is_chat_template_prefix_preserving, in tokens): a finished
+  conversation must be a token prefix of the same conversation one turn later, or
+  servers cannot reuse the prompt/KV cache of the previous turn;
+- train/inference agreement: the full render of a conversation must equal its
+  generation prompt + the reply + end of turn, or a model fine-tuned on full renders
+  learns a prompt it is never served;
+- drift: the same conversations rendered by the upstream family template.
+
+Everything here reads a TemplateAnalysis; nothing renders.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from hfdoctor.chat import corpus
+from hfdoctor.chat.analysis import TemplateAnalysis, render_key
+
+CONTEXT_CHARS = 30
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))
+
+
+def show(text: str, limit: int = 40) -> str:
+    """A short repr of a piece of rendered text."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    scenario: corpus.Continuation
+    unit: str  # "token" or "character"
+    index: int  # first divergent token (or character) of the earlier render
+    earlier: str  # what the earlier render has there
+    later: str  # what the continuation has there
+    context: str  # the text just before
+    reason: str
+
+
+def _reason(earlier: str, later: str, at: int) -> str:
+    gone = earlier[at:]
+    if corpus.THINK_NEEDLE in gone and corpus.THINK_NEEDLE not in later:
+        return "the reasoning of earlier turns is dropped once a new turn starts"
+    if "think" in gone[:60].lower() and "think" not in later[at:at + 60].lower():
+        return "the (empty) thinking block of the last assistant turn is dropped once it is no longer the last"
+    if later.startswith(earlier):
+        return ("the text is a prefix, but the tokens at the boundary merge differently once the next turn "
+                "is appended")
+    if gone.strip() == "" or later[at:].startswith(gone.strip()):
+        return "whitespace at the end of the turn changes"
+    return "earlier turns render differently once the conversation continues"
+
+
+def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
+                      tokenizer: Any = None) -> Divergence | None:
+    """None when render(before) is a (token) prefix of render(after, next request)."""
+    earlier = analysis.rendered(scenario.before, False)
+    later = analysis.rendered(scenario.after, True)
+    if earlier is None or later is None:
+        return None
+    if tokenizer is not None:
+        a = tokenizer.encode(earlier, add_special_tokens=False)
+        b = tokenizer.encode(later, add_special_tokens=False)
+        if b.ids[: len(a.ids)] == a.ids:
+            return None
+        i = next((k for k, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), min(len(a.ids), len(b.ids)))
+        at = a.offsets[i][0] if i < len(a.offsets) else len(earlier)
+        mine = a.tokens[i] if i < len(a.tokens) else "(end)"
+        theirs = b.tokens[i] if i < len(b.tokens) else "(end)"
+        return Divergence(scenario, "token", i, _token_text(tokenizer, a.ids, i, mine),
+                          _token_text(tokenizer, b.ids, i, theirs),
+                          earlier[max(0, at - CONTEXT_CHARS):at], _reason(earlier, later, at))
+    if later.startswith(earlier):
+        return None
+    at = _common_prefix(earlier, later)
+    return Divergence(scenario, "character", at, earlier[at:at + 20], later[at:at + 20],
+                      earlier[max(0, at - CONTEXT_CHARS):at], _reason(earlier, later, at))
+
+
+def _token_text(tokenizer: Any, ids: list[int], i: int, fallback: str) -> str:
+    if i >= len(ids):
+        return fallback
+    try:
+        return tokenizer.decode([ids[i]], skip_special_tokens=False)
+    except Exception:  # tokenizers raises plain exceptions on odd vocabularies
+        return fallback
+
+
+# An empty reasoning block: <think></think>, <think>\n\n</think>, ...
+EMPTY_THINKING = re.compile(r"<(\w*think\w*)>\s*</\1>", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    scenario: corpus.Completion
+    mode: dict[str, Any]
+    prompt_has: str  # what the generation prompt has where the two part
+    full_has: str  # what the full render has there
+    context: str
+    inserted: bool  # the full render inserts text between the prompt and the reply
+    empty_thinking: bool  # what is inserted is an empty reasoning block
+
+
+def completion_mismatch(analysis: TemplateAnalysis, scenario: corpus.Completion,
+                        mode: dict[str, Any]) -> Mismatch | None:
+    """None when full render == generation prompt + reply (+ end of turn).
+
+    Text the full render puts before EVERY assistant reply, history included (gpt-oss's
+    `<|channel|>final<|message|>`), is the header the model writes itself: not a
+    mismatch. An empty thinking block is always one: trained on it, a model learns to
+    skip reasoning.
+    """
+    prompt = analysis.rendered(scenario.prompt, True, **mode)
+    full = analysis.rendered(scenario.full, False, **mode)
+    if prompt is None or full is None:
+        return None
+    if full.startswith(prompt):
+        at = full.find(scenario.reply, len(prompt))
+        if at < 0:
+            return Mismatch(scenario, mode, "(the reply)", full[len(prompt):len(prompt) + 40],
+                            prompt[-CONTEXT_CHARS:], False, False)
+        between = full[len(prompt):at]
+        if between.strip() == "":  # " " before the reply: SentencePiece's own word boundary
+            return None
+        empty_thinking = EMPTY_THINKING.search(between) is not None
+        history = analysis.rendered("multi_turn_reply", False, **mode) or ""
+        if not empty_thinking and between + corpus.ASSISTANT_1 in history:
+            return None
+        return Mismatch(scenario, mode, "(the reply)", between, prompt[-CONTEXT_CHARS:], True, empty_thinking)
+    at = _common_prefix(prompt, full)
+    return Mismatch(scenario, mode, prompt[at:at + 40], full[at:at + 40], prompt[max(0, at - CONTEXT_CHARS):at],
+                    False, False)
+
+
+# Conversations compared against the upstream template: what every server sends.
+DRIFT_RENDERS = (
+    ("user", True), ("system_user", True), ("multi_turn_reply", False), ("multi_turn", True),
+    ("reasoning_history", True), ("tools_available", True), ("tool_result", True),
+)
+
+
+@dataclass(frozen=True)
+class Drift:
+    what: str  # the conversation shape
+    ours: str | None  # our render's text from the first difference (None: it failed)
+    theirs: str | None
+    context: str
+    whitespace_only: bool
+
+
+def drift(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> list[Drift]:
+    found = []
+    for name, add_generation_prompt in DRIFT_RENDERS:
+        key = render_key(name, add_generation_prompt)
+        a, b = ours.renders.get(key), upstream.renders.get(key)
+        if a is None or b is None:
+            continue
+        what = corpus.conversation(name).what + (" (generation prompt)" if add_generation_prompt else "")
+        if a.text is None or b.text is None:
+            if (a.text is None) != (b.text is None):  # one renders, the other fails
+                found.append(Drift(what, a.text if a.text is None else "", b.text if b.text is None else "", "", False))
+            continue
+        if a.text == b.text:
+            continue
+        at = _common_prefix(a.text, b.text)
+        found.append(Drift(what, a.text[at:at + 40], b.text[at:at + 40], a.text[max(0, at - CONTEXT_CHARS):at],
+                           "".join(a.text.split()) == "".join(b.text.split())))
+    return found
