@@ -328,6 +328,9 @@ class ModelRepo:
 
         transformers reads chat_template.jinja (and additional_chat_templates/) before
         chat_template.json, and both before tokenizer_config.json's `chat_template`.
+        (Precisely: AutoTokenizer takes the .jinja files when there are any, else
+        tokenizer_config.json, and never reads chat_template.json; AutoProcessor, which
+        serves multimodal repos, prefers the legacy chat_template.json.)
         """
         sources: list[TemplateSource] = []
         jinja = self.text("chat_template.jinja")
@@ -362,9 +365,16 @@ class ModelRepo:
 
     @property
     def chat_template(self) -> TemplateSource | None:
-        """The template `apply_chat_template` uses by default (first 'default' by precedence)."""
+        """The template `apply_chat_template` uses by default (first 'default' by precedence).
+
+        transformers reads tokenizer_config.json's `chat_template` only when the repo has
+        no template file at all: with additional_chat_templates/*.jinja but no
+        chat_template.jinja, the tokenizer has no default template (verified against
+        transformers 5.23 AutoTokenizer).
+        """
+        has_files = any(s.pointer is None for s in self.chat_templates)
         for source in self.chat_templates:
-            if source.name == "default":
+            if source.name == "default" and not (has_files and source.file == "tokenizer_config.json"):
                 return source
         return None
 
