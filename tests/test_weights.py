@@ -1,0 +1,366 @@
+"""Weights rules on sparse full-size checkpoints built from the real upstream configs.
+
+Every checkpoint here has the real tensor names and shapes (transformers' meta-device
+models of the upstream config.json, sharded like the real index where there is one) and
+a data region that is a hole, so an 8B model costs a few hundred KB of disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import UPSTREAM
+from hfdoctor import lineage
+from hfdoctor.check import run_rules
+from hfdoctor.repo import ModelRepo
+from hfdoctor.rules import selected_rules
+from hfdoctor.upstream import Upstream
+from hfdoctor.weights import (
+    CannotVerify,
+    WeightFileError,
+    expected_layout,
+    infer_weights_families,
+    read_safetensors_header,
+)
+from weights_util import model_tensors, run_measured, upstream_weight_map, write_checkpoint, write_sparse_safetensors
+
+OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+WEIGHT_RULES = selected_rules(["WGT"])
+
+# The six architectures the brief names, and the family their weights must be seen as.
+MODELS = {
+    "Qwen--Qwen3-8B": "qwen3",
+    "meta-llama--Llama-3.1-8B": "llama3",
+    "mistralai--Mistral-7B-Instruct-v0.3": "mistral",
+    "microsoft--phi-4": "phi4",
+    "google--gemma-2b-it": "gemma",
+    "HuggingFaceTB--SmolLM3-3B": "smollm3",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_layout_cache(tmp_path_factory):
+    """Keep the meta-model layout cache of these tests out of the user's home."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HFDOCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("layout-cache")))
+        yield
+
+
+def checkpoint(tmp_path, folder: str, weights_of: str | None = None, shards: int = 4) -> "os.PathLike":
+    """A copy of an upstream folder with sparse weights (of `weights_of`, default its own)."""
+    dest = tmp_path / folder
+    shutil.copytree(UPSTREAM / folder, dest)
+    source = UPSTREAM / (weights_of or folder)
+    weight_map = upstream_weight_map(source) if weights_of is None else None
+    if weights_of is not None and (dest / "model.safetensors.index.json").exists():
+        (dest / "model.safetensors.index.json").unlink()
+    write_checkpoint(dest, model_tensors(source / "config.json"), weight_map, shards=shards)
+    return dest
+
+
+def findings(path, rules=WEIGHT_RULES):
+    repo = ModelRepo(path, upstream=OFFLINE)
+    found, internal = run_rules(repo, rules)
+    assert not internal, internal
+    return found, repo
+
+
+def fired(found, severity: str | None = None) -> set[str]:
+    return {f.rule for f in found if severity is None or str(f.severity) == severity}
+
+
+# --- the header reader ------------------------------------------------------------------
+
+
+def test_reader_agrees_with_safetensors_on_a_valid_file(tmp_path):
+    from safetensors import safe_open
+
+    tensors = {"a.weight": (4, 3), "b.bias": (3,), "empty": (0, 5)}
+    write_sparse_safetensors(tmp_path / "x.safetensors", tensors)
+    header = read_safetensors_header(tmp_path / "x.safetensors")
+    with safe_open(tmp_path / "x.safetensors", "np") as f:
+        assert set(f.keys()) == set(header.tensors)
+        for name in f.keys():
+            assert tuple(f.get_slice(name).get_shape()) == header.tensors[name].shape
+
+
+def _json_header(entries: dict) -> bytes:
+    raw = json.dumps(entries).encode()
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def _ok_entry(start: int, end: int, dtype: str = "BF16") -> dict:
+    return {"dtype": dtype, "shape": [(end - start) // 2], "data_offsets": [start, end]}
+
+
+# (name, bytes of x.safetensors, words the message must contain)
+BROKEN_FILES = [
+    ("zero-byte", b"", "empty"),
+    ("shorter than the length", b"\x01\x02\x03", "truncated"),
+    ("truncated header", struct.pack("<Q", 1000) + b'{"a": {"dtype": "BF16"', "truncated"),
+    ("length 2**60", struct.pack("<Q", 2**60) + b"{}", "100 MB"),
+    ("not JSON", struct.pack("<Q", 12) + b"not json at!", "not valid JSON"),
+    ("JSON list", _json_header([1, 2]), "not an object"),
+    ("not UTF-8", struct.pack("<Q", 4) + b"\xff\xfe{}", "UTF-8"),
+    ("unknown dtype", _json_header({"w": {"dtype": "F128", "shape": [2], "data_offsets": [0, 32]}}) + bytes(32),
+     "unknown dtype"),
+    ("bad shape", _json_header({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}) + bytes(8),
+     "invalid shape"),
+    ("size disagrees with shape", _json_header({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}) + bytes(8),
+     "needs 12"),
+    ("overlapping offsets", _json_header({"a": _ok_entry(0, 8), "b": _ok_entry(4, 12)}) + bytes(12), "overlapping"),
+    ("gap between tensors", _json_header({"a": _ok_entry(0, 8), "b": _ok_entry(12, 16)}) + bytes(16), "gap"),
+    ("data truncated", _json_header({"a": _ok_entry(0, 8), "b": _ok_entry(8, 16)}) + bytes(10), "truncated"),
+    ("trailing bytes", _json_header({"a": _ok_entry(0, 8)}) + bytes(20), "after the last tensor"),
+    ("metadata not strings", _json_header({"__metadata__": {"format": 1}}), "__metadata__"),
+]
+
+
+@pytest.mark.parametrize("content,words", [pytest.param(c, w, id=n) for n, c, w in BROKEN_FILES])
+def test_broken_safetensors_is_weights_unreadable(tmp_path, content, words):
+    from safetensors import safe_open
+
+    repo_dir = tmp_path / "repo"
+    repo_dir.mkdir()
+    shutil.copy(UPSTREAM / "Qwen--Qwen3-8B" / "config.json", repo_dir)
+    (repo_dir / "model.safetensors").write_bytes(content)
+    with pytest.raises(WeightFileError, match=words):
+        read_safetensors_header(repo_dir / "model.safetensors")
+    # The safetensors library refuses every one of these files too.
+    with pytest.raises(Exception):
+        with safe_open(repo_dir / "model.safetensors", "np") as f:
+            list(f.keys())
+    found, _ = findings(repo_dir)
+    unreadable = [f for f in found if f.rule == "weights-unreadable"]
+    assert len(unreadable) == 1 and unreadable[0].file == "model.safetensors", [f.message for f in found]
+    assert str(unreadable[0].severity) == "error"
+    assert fired(found) <= {"weights-unreadable", "weights-config-mismatch"}
+
+
+def _make_directory(path):
+    path.mkdir()
+    (path / "inner.bin").write_bytes(b"x")
+
+
+def _make_symlink_loop(path):
+    os.symlink(path.name, path)  # x.safetensors -> x.safetensors
+
+
+def _make_broken_link(path):
+    os.symlink("nowhere.safetensors", path)
+
+
+def _make_fifo(path):
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("make,words", [
+    (_make_directory, "directory"), (_make_symlink_loop, "loop"), (_make_broken_link, "broken symbolic link"),
+    (_make_fifo, "not a regular file"),
+])
+def test_weight_paths_that_are_not_files(tmp_path, make, words):
+    repo_dir = tmp_path / "repo"
+    repo_dir.mkdir()
+    shutil.copy(UPSTREAM / "Qwen--Qwen3-8B" / "config.json", repo_dir)
+    make(repo_dir / "x.safetensors")
+    found, _ = findings(repo_dir)  # must return: a loop or a FIFO must not hang the walk or the read
+    messages = [f.message for f in found if f.rule == "weights-unreadable"]
+    assert len(messages) == 1 and words in messages[0], [f.message for f in found]
+
+
+def test_symlinked_weights_are_followed(tmp_path, copy_upstream):
+    """The Hugging Face cache stores weights as symlinks to blobs: those are fine."""
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    write_sparse_safetensors(blobs / "abc", model_tensors(UPSTREAM / "google--gemma-2b-it" / "config.json"))
+    repo_dir = copy_upstream("google--gemma-2b-it")
+    (repo_dir / "model.safetensors.index.json").unlink()
+    os.symlink(blobs / "abc", repo_dir / "model.safetensors")
+    found, _ = findings(repo_dir)
+    assert not found, [f.message for f in found]
+
+
+# --- transformers' layout against the real upstream indexes -----------------------------
+
+INDEXED = sorted(
+    p.name for p in UPSTREAM.iterdir()
+    if (p / "model.safetensors.index.json").is_file() and (p / "config.json").is_file()
+)
+
+
+@pytest.mark.parametrize("folder", INDEXED)
+def test_expected_layout_names_the_real_index(folder):
+    """The names transformers builds for each real config are exactly the real checkpoint's."""
+    config = json.loads((UPSTREAM / folder / "config.json").read_text())
+    index = json.loads((UPSTREAM / folder / "model.safetensors.index.json").read_text())
+    try:
+        expected = expected_layout(config)
+    except CannotVerify as err:
+        assert "quantized" in str(err)  # gpt-oss (mxfp4) and MLX 4-bit: not the model's parameters
+        return
+    required = set(expected.tensors) - expected.optional
+    assert required <= set(index["weight_map"]) <= set(expected.tensors), folder
+
+
+# --- whole checkpoints -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder,family", sorted(MODELS.items()))
+def test_matching_weights_give_no_weights_finding(tmp_path, folder, family):
+    path = checkpoint(tmp_path, folder)
+    found, repo = findings(path, selected_rules(["WGT", "SEC"]))
+    assert not found, [f.message for f in found]
+    assert family in [f.key for f in infer_weights_families(repo)]
+    assert repo.report_sections["weights"]["verified_against"].endswith("ForCausalLM")
+
+
+def test_llama_weights_under_qwen3_config_seed_000(tmp_path):
+    """Seed 000: Llama-3.1-8B weights shipped with the Qwen3-8B config and tokenizer."""
+    path = checkpoint(tmp_path, "Qwen--Qwen3-8B", weights_of="meta-llama--Llama-3.1-8B")
+    found, repo = findings(path)
+    by_rule = {f.rule: f for f in found}
+    assert set(by_rule) == {"weights-config-mismatch", "embedding-vocab-mismatch"}, [f.message for f in found]
+    mismatch = by_rule["weights-config-mismatch"].message
+    assert "Qwen3ForCausalLM" in mismatch and "32 layers" in mismatch and "vocab 128256" in mismatch
+    assert "no q_norm/k_norm" in mismatch and "llama" in mismatch.lower() and "Llama-3.1-8B" in mismatch
+    assert "128256 rows" in by_rule["embedding-vocab-mismatch"].message
+    # Lineage: the weights vote Llama 3, the config and tokenizer Qwen3.
+    detected = lineage.detect(repo)
+    assert "llama3" in detected.by_source["weights"] and "qwen3" not in detected.by_source["weights"]
+    assert "weights" not in detected.evidence
+
+
+def test_deleted_shard_is_weights_index_inconsistent(tmp_path):
+    path = checkpoint(tmp_path, "Qwen--Qwen3-8B")
+    (path / "model-00003-of-00005.safetensors").unlink()
+    found, _ = findings(path)
+    assert fired(found) == {"weights-index-inconsistent"}, [f.message for f in found]
+    assert "model-00003-of-00005.safetensors" in found[0].message and "1 of the 5 shards" in found[0].message
+
+
+def _rewrite_shard(path, shard: str, drop: str | None = None, add: dict | None = None):
+    header = read_safetensors_header(path / shard)
+    tensors = {n: t.shape for n, t in header.tensors.items() if n != drop}
+    tensors.update(add or {})
+    write_sparse_safetensors(path / shard, tensors)
+
+
+def test_index_and_shards_disagree(tmp_path):
+    path = checkpoint(tmp_path, "Qwen--Qwen3-8B")
+    index_path = path / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    # A tensor the index lists, gone from its shard; and a tensor in a shard the index omits.
+    _rewrite_shard(path, index["weight_map"]["model.norm.weight"], drop="model.norm.weight")
+    del index["weight_map"]["model.embed_tokens.weight"]
+    index["metadata"]["total_size"] += 2
+    index_path.write_text(json.dumps(index))
+    write_sparse_safetensors(path / "model-00006-of-00005.safetensors", {"extra.weight": (4, 4)})
+    found, _ = findings(path)
+    messages = " | ".join(f.message for f in found if f.rule == "weights-index-inconsistent")
+    assert "in no shard: model.norm.weight" in messages
+    assert "not in the index" in messages and "model.embed_tokens.weight" in messages
+    assert "total_size" in messages and "model-00006-of-00005.safetensors" in messages
+    assert {str(f.severity) for f in found if "total_size" in f.message} == {"warning"}
+
+
+def test_tensor_in_the_wrong_shard(tmp_path):
+    path = checkpoint(tmp_path, "google--gemma-2b-it")
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    index["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors"
+    assert read_safetensors_header(path / "model-00002-of-00002.safetensors").tensors.get("model.norm.weight")
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    found, _ = findings(path)
+    assert any("the index says model-00001-of-00002.safetensors" in f.message for f in found), [f.message for f in found]
+
+
+@pytest.mark.parametrize("folder", INDEXED)
+def test_metadata_only_upstream_folders_are_not_errors(folder):
+    """Upstream folders hold the index but no shards: nothing to check, and the report says so."""
+    found, repo = findings(UPSTREAM / folder, selected_rules(["WGT", "SEC001"]))
+    assert not found, [f.message for f in found]
+    assert "none of which is in this checkout" in repo.report_sections["weights"]["note"]
+
+
+def test_lfs_pointers_are_skipped_not_failed(tmp_path, copy_upstream):
+    path = copy_upstream("Qwen--Qwen3-8B")
+    for shard in sorted(set(upstream_weight_map(path).values())):
+        (path / shard).write_text(
+            "version https://git-lfs.github.com/spec/v1\n"
+            "oid sha256:4d7f1a1ba1a3e2b7b2f3f2c1c0f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2\nsize 3963750880\n"
+        )
+    (path / "training_args.bin").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 5\n")
+    found, _ = findings(path, selected_rules(["WGT", "SEC"]))
+    assert fired(found) == {"lfs-pointer"}, [f.message for f in found]
+    assert {str(f.severity) for f in found} == {"warning"} and len(found) == 6
+    assert "4.0 GB" in found[0].message and "git lfs pull" in found[0].message
+
+
+def test_unknown_architecture_is_info(tmp_path):
+    path = checkpoint(tmp_path, "google--gemma-2b-it")
+    config = json.loads((path / "config.json").read_text())
+    config.update(model_type="acme_lm", architectures=["AcmeForCausalLM"])
+    (path / "config.json").write_text(json.dumps(config))
+    found, _ = findings(path)
+    assert [(f.rule, str(f.severity)) for f in found] == [("weights-config-mismatch", "info")]
+    assert "cannot verify" in found[0].message and "acme_lm" in found[0].message
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"hidden_act": "no-such-activation"}, "building the model fails"),
+    ({"layer_types": ["banana"]}, "layer_types"),
+])
+def test_config_transformers_cannot_build(tmp_path, change, words):
+    path = checkpoint(tmp_path, "google--gemma-2b-it")
+    config = json.loads((path / "config.json").read_text())
+    config.update(change)
+    (path / "config.json").write_text(json.dumps(config))
+    found, _ = findings(path)
+    assert [f.rule for f in found] == ["weights-config-mismatch"]
+    assert "transformers cannot build" in found[0].message and words in found[0].message
+
+
+def test_vocab_size_below_tokenizer_ids(copy_upstream):
+    path = copy_upstream("Qwen--Qwen3-8B")
+    config = json.loads((path / "config.json").read_text())
+    config["vocab_size"] = 151000
+    (path / "config.json").write_text(json.dumps(config))
+    found, _ = findings(path)
+    assert [f.rule for f in found] == ["embedding-vocab-mismatch"]
+    assert found[0].pointer == "/vocab_size" and "151668" in found[0].message and "'</think>'" in found[0].message
+
+
+def test_headers_only_lineage_imports_no_torch(tmp_path):
+    """infer_weights_families (called by lineage on every check) reads headers, not torch."""
+    path = checkpoint(tmp_path, "microsoft--phi-4")
+    code = (
+        "import sys; from hfdoctor.repo import ModelRepo; from hfdoctor.weights import infer_weights_families; "
+        f"print([f.key for f in infer_weights_families(ModelRepo({str(path)!r}))]); "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['phi4']"
+
+
+def test_cli_seed_000_reads_headers_only(tmp_path):
+    """`hfdoctor check` on a 16 GB (sparse) checkpoint: findings, and no tensor data read."""
+    path = checkpoint(tmp_path, "Qwen--Qwen3-8B", weights_of="meta-llama--Llama-3.1-8B")
+    data_bytes = sum(p.stat().st_size for p in path.glob("*.safetensors"))
+    assert data_bytes > 16e9
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HFDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    proc, io = run_measured([sys.executable, "-m", "hfdoctor", "check", str(path), "--format", "json"], env)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    rules = {f["rule"] for f in report["findings"]}
+    assert {"weights-config-mismatch", "embedding-vocab-mismatch"} <= rules
+    assert report["weights"]["layout"].startswith("32 layers")
+    # rchar counts every byte read() returned, holes included: reading even one of the
+    # smallest layer tensors' worth of data per shard would blow this budget.
+    assert io["rchar"] < 512 * 1024 * 1024, io
