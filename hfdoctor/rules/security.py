@@ -1,3 +1,145 @@
-"""Rules about code and pickles that could run on load (filled in by the security work)."""
+"""Rules about code that could run when the model is loaded: pickles and remote code.
 
-RULES: list = []
+Nothing here unpickles, imports or runs anything from the checked repository.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from hfdoctor import registry
+from hfdoctor.findings import Finding, Severity
+from hfdoctor.pickles import scan_pickle_file
+from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
+from hfdoctor.rules.base import Rule, rule
+from hfdoctor.weights import repo_weights
+
+
+def _names(imports, limit: int = 4) -> str:
+    shown = [imp.dotted + (f" (in {imp.member})" if imp.member else "") for imp in imports[:limit]]
+    return ", ".join(shown) + (f" and {len(imports) - limit} more" if len(imports) > limit else "")
+
+
+@rule("SEC001", "unsafe-pickle", Severity.ERROR)
+def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A pickle-based file (`*.bin`, `*.pt`, `*.pth`, `*.ckpt`, `*.pkl`) imports dangerous callables.
+
+    Why: unpickling calls whatever the pickle names. torch.load(weights_only=False),
+    pickle.load, joblib and older transformers versions run it while "loading the model",
+    so a weight file can run shell commands, write files or open connections. hfdoctor
+    walks the pickle opcodes (raw pickles, and the `data.pkl` of torch zip archives)
+    without unpickling, resolves every import (GLOBAL, INST and STACK_GLOBAL, through the
+    memo), and sorts them as the Hub's picklescan does:
+
+    - dangerous (error): os, posix, subprocess, builtins eval/exec/getattr/open/__import__,
+      runpy, socket, shutil, pty, webbrowser, importlib, pickle, functools.partial, ...
+      and imports whose target cannot be determined;
+    - unknown (warning): anything that is not one of torch's tensor/storage rebuilders,
+      OrderedDict or numpy arrays; torch.load(weights_only=True) refuses such files, so
+      loading them needs weights_only=False, which trusts the file completely;
+    - a pickle that cannot be fully parsed is a warning: what follows the break was not seen.
+
+    Example: pytorch_model.bin whose data.pkl imports posix.system; training_args.bin
+    (a pickled transformers.TrainingArguments) is the usual harmless "unknown".
+
+    Fix: none automatic; do not load a file with dangerous imports. Convert trusted
+    weights to safetensors, which holds data only.
+    """
+    view = repo_weights(repo)
+    for rel in repo.weight_files:
+        if not rel.endswith(PICKLE_SUFFIXES) or rel in view.pointers or rel in view.broken:
+            continue
+        try:
+            scan = scan_pickle_file(repo.root / rel, rel)
+        except OSError as err:
+            yield self.finding(repo, f"{rel} cannot be read to scan it: {err.strerror or err}", file=rel,
+                               severity=Severity.WARNING)
+            continue
+        if scan.kind == "not-pickle":
+            yield self.finding(
+                repo, f"{rel} is neither a pickle nor a torch zip archive: not scanned (torch.load cannot read it).",
+                file=rel, severity=Severity.INFO,
+            )
+            continue
+        dangerous, unknown = scan.by_verdict("dangerous"), scan.by_verdict("unknown")
+        if dangerous:
+            yield self.finding(
+                repo,
+                f"{rel} runs code when loaded: its pickle imports {_names(dangerous)}. torch.load(weights_only=False), "
+                "pickle.load and older transformers execute these. Do not load it; use safetensors weights.",
+                file=rel,
+            )
+        elif unknown:
+            yield self.finding(
+                repo,
+                f"{rel} pickles objects beyond tensors ({_names(unknown)}): torch.load(weights_only=True) refuses it, "
+                "and loading it with weights_only=False trusts the file completely. Prefer safetensors.",
+                file=rel, severity=Severity.WARNING,
+            )
+        if scan.problems and not dangerous:
+            yield self.finding(
+                repo, f"{rel} could not be fully scanned ({scan.problems[0]}): imports after that point are unknown.",
+                file=rel, severity=Severity.WARNING,
+            )
+
+
+def _auto_map_refs(auto_map: dict) -> list[tuple[str, str]]:
+    """(auto class, 'module.Class' or 'org/repo--module.Class') pairs of an auto_map."""
+    refs = []
+    for auto_class, value in auto_map.items():
+        for ref in value if isinstance(value, list) else [value]:
+            if isinstance(ref, str) and ref:
+                refs.append((str(auto_class), ref))
+    return refs
+
+
+@rule("SEC002", "remote-code", Severity.WARNING)
+def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """config.json or tokenizer_config.json has an `auto_map`: loading needs trust_remote_code.
+
+    Why: `auto_map` points transformers at Python files (modeling_*.py, tokenization_*.py)
+    in this repository or another one. Loading with trust_remote_code=True imports and runs
+    them with the user's rights, and they change whenever the repository does (pin a
+    revision). When transformers has a native implementation of the model type, the
+    remote code is not needed at all.
+
+    Example: "auto_map": {"AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM"}.
+
+    Fix: none automatic; read the code before trusting it, pin `revision=`, or load the
+    native transformers class (without trust_remote_code) when there is one.
+    """
+    present = set(repo.files)
+    for rel, data in (("config.json", repo.config), ("tokenizer_config.json", repo.tokenizer_config)):
+        auto_map = (data or {}).get("auto_map")
+        if not isinstance(auto_map, dict):
+            continue
+        refs = _auto_map_refs(auto_map)
+        if not refs:
+            continue
+        files = []
+        for _, ref in refs:
+            repo_id, _, local = ref.rpartition("--")
+            module = local.rsplit(".", 1)[0].replace(".", "/") + ".py"
+            if repo_id:
+                files.append(f"{module} from {repo_id}")
+            else:
+                files.append(module + ("" if module in present else " (not in this checkout)"))
+        files = list(dict.fromkeys(files))
+        model_type = (repo.config or {}).get("model_type")
+        native = (
+            f" transformers has a native {model_type} implementation: load without trust_remote_code."
+            if rel == "config.json" and isinstance(model_type, str) and model_type in registry.architectures()
+            else ""
+        )
+        auto_class, ref = refs[0]
+        yield self.finding(
+            repo,
+            f"{rel} auto_map sends {auto_class} to {ref}"
+            + (f" (and {len(refs) - 1} more)" if len(refs) > 1 else "")
+            + f": loading needs trust_remote_code=True, which runs {', '.join(files)} on the user's machine."
+            + native,
+            file=rel, pointer="/auto_map",
+        )
+
+
+RULES: list[Rule] = [unsafe_pickle, remote_code]

@@ -1,0 +1,203 @@
+"""unsafe-pickle and remote-code: payload pickles are caught, and never run.
+
+Every payload would create a sentinel file if anything unpickled it; after hfdoctor
+has scanned them (in this process and through the CLI) the sentinel must not exist.
+Verdicts are compared with picklescan's (the scanner the Hub runs) on the same files.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import pickle
+import struct
+
+import pytest
+
+from conftest import UPSTREAM, check_json
+from hfdoctor.check import run_rules
+from hfdoctor.pickles import classify, scan_pickle_file
+from hfdoctor.repo import ModelRepo
+from hfdoctor.rules import selected_rules
+from hfdoctor.upstream import Upstream
+
+OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+SECURITY_RULES = selected_rules(["SEC"])
+
+
+def _short(text: str) -> bytes:
+    raw = text.encode()
+    return b"\x8c" + bytes([len(raw)]) + raw  # SHORT_BINUNICODE
+
+
+def memo_laundered(module: str, name: str, arg: str) -> bytes:
+    """module.name(arg) with the module string passed through the memo twice.
+
+    BINGET 0 / MEMOIZE re-memoizes 'os' under a new index; a scanner that takes the value
+    of the op before MEMOIZE (picklescan) records the number 0 there, not 'os'.
+    """
+    return (
+        b"\x80\x04" + _short(module) + b"\x94" + b"0"  # memo[0] = module; pop
+        + b"h\x00" + b"\x94" + b"0"  # get memo[0]; memo[1] = it; pop
+        + b"h\x01" + _short(name) + b"\x93"  # STACK_GLOBAL(memo[1], name)
+        + _short(arg) + b"\x85R."  # (arg,) -> call
+    )
+
+
+def test_memo_laundered_pickle_is_a_working_pickle():
+    """The laundering trick is real: with a harmless callable, pickle.loads runs it."""
+    assert pickle.loads(memo_laundered("builtins", "len", "abc")) == 3
+
+
+class OsSystem:
+    def __init__(self, command):
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+class Eval:
+    def __init__(self, source):
+        self.source = source
+
+    def __reduce__(self):
+        return (eval, (self.source,))
+
+
+def payload_files(directory, sentinel) -> dict[str, bool]:
+    """Write pickles, return {file name: should be flagged dangerous}."""
+    import torch
+
+    touch = f"touch {sentinel}"
+    files = {}
+    for proto in (0, 2, 4, 5):
+        (directory / f"proto{proto}.pkl").write_bytes(pickle.dumps({"w": [1, 2], "x": OsSystem(touch)}, protocol=proto))
+        files[f"proto{proto}.pkl"] = True
+    (directory / "eval.pt").write_bytes(pickle.dumps(Eval(f"__import__('os').system({touch!r})"), protocol=2))
+    files["eval.pt"] = True
+    (directory / "laundered.ckpt").write_bytes(memo_laundered("os", "system", touch))
+    files["laundered.ckpt"] = True
+    # An import whose module is not a string literal: cannot be named, so it is dangerous.
+    (directory / "computed.pkl").write_bytes(b"\x80\x04K\x01" + _short("system") + b"\x93" + _short("x") + b"\x85R.")
+    files["computed.pkl"] = True
+    torch.save({"w": torch.zeros(3), "evil": OsSystem(touch)}, directory / "pytorch_model.bin")
+    files["pytorch_model.bin"] = True
+    torch.save({"w": torch.zeros(2), "evil": OsSystem(touch)}, directory / "legacy_evil.pth",
+               _use_new_zipfile_serialization=False)
+    files["legacy_evil.pth"] = True
+    # A payload before the damage still runs: truncation does not make it safe.
+    (directory / "truncated.pkl").write_bytes(pickle.dumps(OsSystem(touch), protocol=4)[:-6])
+    files["truncated.pkl"] = True
+    torch.save(collections.OrderedDict(w=torch.zeros(3, 2, dtype=torch.bfloat16)), directory / "clean.bin")
+    files["clean.bin"] = False
+    torch.save({"w": torch.zeros(2)}, directory / "clean_legacy.pt", _use_new_zipfile_serialization=False)
+    files["clean_legacy.pt"] = False
+    return files
+
+
+@pytest.fixture(scope="module")
+def payloads(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("payloads")
+    sentinel = tmp_path_factory.getbasetemp() / "PAYLOAD-RAN"
+    files = payload_files(directory, sentinel)
+    yield directory, sentinel, files
+    assert not sentinel.exists(), "a payload ran"
+
+
+def test_payloads_are_unsafe_pickle_and_never_run(payloads):
+    directory, sentinel, files = payloads
+    repo = ModelRepo(directory, upstream=OFFLINE)
+    found, internal = run_rules(repo, SECURITY_RULES)
+    assert not internal, internal
+    errors = {f.file for f in found if f.rule == "unsafe-pickle" and str(f.severity) == "error"}
+    assert errors == {name for name, bad in files.items() if bad}, [f.message for f in found]
+    by_file = {f.file: f.message for f in found if str(f.severity) == "error"}
+    assert "posix.system" in by_file["proto4.pkl"] and "__builtin__.eval" in by_file["eval.pt"]
+    assert "os.system" in by_file["laundered.ckpt"] and "<unresolved>" in by_file["computed.pkl"]
+    assert "(in pytorch_model/data.pkl)" in by_file["pytorch_model.bin"]
+    assert not any(f.file in ("clean.bin", "clean_legacy.pt") for f in found)
+    assert not sentinel.exists()
+
+
+def test_payloads_through_the_cli(payloads):
+    directory, sentinel, files = payloads
+    report, proc = check_json(directory, "--select", "SEC")
+    assert proc.returncode == 1
+    assert {f["file"] for f in report["findings"] if f["severity"] == "error"} == {n for n, bad in files.items() if bad}
+    assert not sentinel.exists()
+
+
+def test_verdicts_agree_with_picklescan(payloads):
+    """Everything picklescan calls dangerous we call dangerous; we also see through the memo."""
+    from picklescan.scanner import scan_file_path
+
+    directory, _, files = payloads
+    logging.getLogger("picklescan").setLevel(logging.CRITICAL)
+    ours, theirs = {}, {}
+    for name in files:
+        ours[name] = bool(scan_pickle_file(directory / name, name).by_verdict("dangerous"))
+        theirs[name] = scan_file_path(str(directory / name)).issues_count > 0
+    assert {n for n, bad in theirs.items() if bad} <= {n for n, bad in ours.items() if bad}
+    assert {n for n, bad in ours.items() if bad != theirs[n]} == {"laundered.ckpt"}, (ours, theirs)
+
+
+def test_classification_of_common_imports():
+    assert classify("torch._utils", "_rebuild_tensor_v2") == "safe"
+    assert classify("torch", "BFloat16Storage") == "safe"
+    assert classify("torch", "bfloat16") == "safe"
+    assert classify("collections", "OrderedDict") == "safe"
+    assert classify("numpy.core.multiarray", "_reconstruct") == "safe"
+    for module, name in [("os", "system"), ("posix", "system"), ("subprocess", "Popen"), ("builtins", "exec"),
+                         ("__builtin__", "getattr"), ("runpy", "_run_code"), ("socket", "create_connection"),
+                         ("shutil", "rmtree"), ("pty", "spawn"), ("webbrowser", "open"), ("importlib", "import_module"),
+                         ("torch.serialization", "load"), ("builtins", "__import__"), ("functools", "partial")]:
+        assert classify(module, name) == "dangerous", (module, name)
+    assert classify("transformers.training_args", "TrainingArguments") == "unknown"
+
+
+def test_unknown_imports_are_a_warning(tmp_path):
+    import argparse
+
+    (tmp_path / "training_args.bin").write_bytes(pickle.dumps(argparse.Namespace(lr=1e-5), protocol=4))
+    found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
+    assert [(f.rule, str(f.severity)) for f in found] == [("unsafe-pickle", "warning")]
+    assert "argparse.Namespace" in found[0].message and "weights_only" in found[0].message
+
+
+def test_not_a_pickle_and_hostile_lengths(tmp_path):
+    (tmp_path / "random.bin").write_bytes(bytes(range(7, 200)) * 10)
+    # BINBYTES8 claiming 2**62 bytes: must be bounded, not allocated or read.
+    (tmp_path / "huge.pkl").write_bytes(b"\x80\x04\x8e" + struct.pack("<Q", 2**62) + b"xx")
+    found, internal = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
+    assert not internal
+    by_file = {f.file: f for f in found}
+    assert str(by_file["random.bin"].severity) == "info"
+    assert str(by_file["huge.pkl"].severity) == "warning" and "fully scanned" in by_file["huge.pkl"].message
+
+
+def test_upstream_folders_have_no_pickle_findings():
+    for folder in sorted(p for p in UPSTREAM.iterdir() if p.is_dir()):
+        found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules(["SEC001"]))
+        assert not found and not internal, folder
+
+
+def test_remote_code_auto_map(copy_upstream):
+    found, _ = run_rules(ModelRepo(UPSTREAM / "deepseek-ai--DeepSeek-R1", upstream=OFFLINE), SECURITY_RULES)
+    assert [(f.rule, str(f.severity), f.file) for f in found] == [("remote-code", "warning", "config.json")]
+    message = found[0].message
+    assert "trust_remote_code=True" in message and "modeling_deepseek.py (not in this checkout)" in message
+    assert "native deepseek_v3" in message
+    # phi-4 ships an empty auto_map: nothing to run.
+    found, _ = run_rules(ModelRepo(UPSTREAM / "microsoft--phi-4", upstream=OFFLINE), SECURITY_RULES)
+    assert not found
+    # A tokenizer from another repo's code ([slow, fast] list form).
+    path = copy_upstream("Qwen--Qwen3-8B")
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config["auto_map"] = {"AutoTokenizer": ["acme/tok--tokenization_acme.AcmeTokenizer", None]}
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    found, _ = run_rules(ModelRepo(path, upstream=OFFLINE), SECURITY_RULES)
+    assert [f.file for f in found] == ["tokenizer_config.json"]
+    assert "tokenization_acme.py from acme/tok" in found[0].message
