@@ -1,0 +1,138 @@
+"""Benchmark: `hfdoctor check` on a full-size sparse Qwen3-8B checkpoint.
+
+Builds Qwen3-8B as the real upstream ships it (metadata from ../shared/upstream, five
+safetensors shards laid out like the real model.safetensors.index.json, 16.4 GB of
+tensor data as sparse holes), then runs, each in a fresh process:
+
+  floor        python reading the same metadata files and the safetensors headers
+  check-meta   hfdoctor check on the metadata only (the index, no shards)
+  check-cold   hfdoctor check with the weights, empty layout cache (imports torch to
+               build the declared model on the meta device)
+  check-warm   the same again: the layout comes from the cache, torch is not imported
+  transformers what a user does today: AutoConfig + AutoTokenizer + apply_chat_template
+               + instantiating the model on the meta device
+
+Bytes come from /proc/<pid>/io of the child, read at its exit (waitid WNOWAIT):
+rchar is every byte read()/pread() returned, page cache and sparse holes included, so
+reading tensor data would show here even though holes cost no disk; read_bytes is what
+reached the block device, ~0 once the page cache is warm. rchar also counts the Python
+modules the process imports (.py/.pyc reads), which is why `check-cold` is higher.
+
+    python bench/bench_weights.py [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from weights_util import model_tensors, run_measured, upstream_weight_map, write_checkpoint  # noqa: E402
+
+UPSTREAM = Path(os.environ.get("HFDOCTOR_TEST_UPSTREAM", ROOT.parent / "shared" / "upstream")).resolve()
+QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
+MB = 1024 * 1024
+
+FLOOR = """
+import json, struct, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+for p in sorted(root.iterdir()):
+    if p.suffix == ".json":
+        json.loads(p.read_text())
+    elif p.suffix == ".safetensors":
+        with open(p, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            json.loads(f.read(n))
+    elif p.is_file():
+        p.read_bytes()
+"""
+
+TRANSFORMERS = """
+import sys, torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+path = sys.argv[1]
+config = AutoConfig.from_pretrained(path)
+tokenizer = AutoTokenizer.from_pretrained(path)
+tokenizer.apply_chat_template([{"role": "user", "content": "Hello"}], tokenize=False, add_generation_prompt=True)
+with torch.device("meta"):
+    AutoModelForCausalLM.from_config(config)
+"""
+
+
+def build(workdir: Path) -> tuple[Path, Path]:
+    full, meta = workdir / "Qwen3-8B", workdir / "Qwen3-8B-metadata"
+    shutil.copytree(QWEN3, full)
+    shutil.copytree(QWEN3, meta)
+    write_checkpoint(full, model_tensors(QWEN3 / "config.json"), upstream_weight_map(QWEN3))
+    return full, meta
+
+
+def measure(name: str, cmd: list[str], env: dict[str, str], runs: int, reset=None) -> dict:
+    walls, counters = [], {}
+    for _ in range(runs):
+        if reset:
+            reset()
+        start = time.perf_counter()
+        proc, counters = run_measured(cmd, env)
+        walls.append(time.perf_counter() - start)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{name} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return {"name": name, "wall": statistics.median(walls), "rchar": counters["rchar"],
+            "read_bytes": counters["read_bytes"], "out": proc.stdout}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hfdoctor-bench-") as tmp:
+        workdir = Path(tmp)
+        full, meta = build(workdir)
+        cache = workdir / "layout-cache"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HFDOCTOR_CACHE_DIR": str(cache), "TOKENIZERS_PARALLELISM": "false"}
+        check = [sys.executable, "-m", "hfdoctor", "check", "--format", "json"]
+        shards = sorted(full.glob("*.safetensors"))
+        apparent = sum(p.stat().st_size for p in shards)
+        on_disk = sum(p.stat().st_blocks * 512 for p in shards)
+        metadata = sum(p.stat().st_size for p in full.iterdir() if p.suffix != ".safetensors")
+        headers = sum(8 + int.from_bytes(p.open("rb").read(8), "little") for p in shards)
+        print(f"checkpoint: {len(shards)} shards, {apparent / 1e9:.2f} GB apparent, {on_disk / MB:.2f} MB on disk; "
+              f"metadata files {metadata / MB:.2f} MB, safetensors headers {headers / 1024:.0f} KB")
+
+        results = [
+            measure("floor", [sys.executable, "-c", FLOOR, str(full)], env, args.runs),
+            measure("check-meta", [*check, str(meta)], env, args.runs),
+            measure("check-cold", [*check, str(full)], env, args.runs, reset=lambda: shutil.rmtree(cache, True)),
+            measure("check-warm", [*check, str(full)], env, args.runs),
+            measure("transformers", [sys.executable, "-c", TRANSFORMERS, str(full)], env, args.runs),
+        ]
+        by = {r["name"]: r for r in results}
+        report = json.loads(by["check-warm"]["out"])
+        rules = sorted({f["rule"] for f in report["findings"]})
+        print(f"check findings on the real layout: {rules or 'none'}; weights: {report.get('weights')}")
+        print(f"\n{'run':<13}{'wall s':>8}{'rchar MB':>11}{'read_bytes MB':>15}")
+        for r in results:
+            print(f"{r['name']:<13}{r['wall']:>8.2f}{r['rchar'] / MB:>11.1f}{r['read_bytes'] / MB:>15.1f}")
+        base = by["transformers"]
+        print("\nratios (lower is better)")
+        for name in ("check-warm", "check-cold"):
+            r = by[name]
+            print(f"  {name} / transformers: wall {r['wall'] / base['wall']:.2f}x, rchar {r['rchar'] / base['rchar']:.2f}x")
+            print(f"  {name} / floor:        wall {r['wall'] / by['floor']['wall']:.2f}x")
+        for name in ("check-warm", "check-cold"):
+            beyond_meta = by[name]["rchar"] - by["check-meta"]["rchar"]
+            print(f"  {name}: read beyond the metadata-only check {beyond_meta / MB:.1f} MB "
+                  f"(target < 64 MB), of {apparent / MB:,.0f} MB of tensor data; wall {by[name]['wall']:.2f} s (target < 2 s)")
+
+
+if __name__ == "__main__":
+    main()
