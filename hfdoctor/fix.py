@@ -164,7 +164,7 @@ def card_set_base_model(repo: ModelRepo, repo_id: str) -> Edit | None:
         return None
     start, end, new = splice
     patched = text[:start] + new + text[end:]
-    if not _card_says(text, patched, repo_id):
+    if patched == text or not _card_says(text, patched, repo_id):
         return None
     return Edit("README.md", len(text[:start].encode("utf-8")), len(text[:end].encode("utf-8")), new)
 
@@ -263,7 +263,7 @@ def missing_template_fix(repo: ModelRepo, family: Family) -> tuple[Fix | None, s
     if lookup.text is None or pinned is None:
         return None, f"Add the {family.display} template (no automatic fix: {lookup.source})."
     title = f"insert the upstream {pinned.repo} template"
-    if _keeps_jinja_templates(repo) or not repo.exists("tokenizer_config.json"):
+    if pinned.file == "chat_template.jinja" or _keeps_jinja_templates(repo) or not repo.exists("tokenizer_config.json"):
         if repo.exists("chat_template.jinja"):
             return None, f"Add the {pinned.repo} template to chat_template.jinja."
         edit: Edit | None = Edit("chat_template.jinja", 0, 0, lookup.text, create=True)
@@ -280,7 +280,8 @@ def missing_template_fix(repo: ModelRepo, family: Family) -> tuple[Fix | None, s
 
 def _keeps_jinja_templates(repo: ModelRepo) -> bool:
     """The repo stores templates as .jinja files (additional_chat_templates/, or a
-    template file of another name), so a new default belongs in chat_template.jinja."""
+    template file of another name), so a new default belongs in chat_template.jinja.
+    (So does one whose upstream ships chat_template.jinja: see missing_template_fix.)"""
     return any(f.startswith("additional_chat_templates/") or ("/" not in f and f.endswith(".jinja")) for f in repo.files)
 
 
@@ -293,16 +294,24 @@ class EditConflict(ValueError):
 
 def apply_edits(data: bytes, edits: list[Edit] | tuple[Edit, ...]) -> bytes:
     """`data` with every edit applied (back to front, so offsets stay valid)."""
-    ordered = sorted(edits, key=lambda e: (e.start, e.end))
+    ordered = disjoint(edits)
     for edit in ordered:
         if not 0 <= edit.start <= edit.end <= len(data):
             raise EditConflict(f"edit of {edit.file} at {edit.start}..{edit.end} is outside the file ({len(data)} bytes)")
-    for a, b in zip(ordered, ordered[1:]):
-        if b.start < a.end or b.start == a.start:
-            raise EditConflict(f"edits of {a.file} overlap at byte {b.start}")
     for edit in reversed(ordered):
         data = data[: edit.start] + edit.new_text.encode("utf-8") + data[edit.end :]
     return data
+
+
+def disjoint(edits) -> list[Edit]:
+    """The edits of one file in order; EditConflict when two overlap or insert at one point."""
+    ordered = sorted(edits, key=lambda e: (e.start, e.end))
+    for a, b in zip(ordered, ordered[1:]):
+        if b.start < a.end or b.start == a.start:
+            raise EditConflict(f"edits of {a.file} overlap at byte {b.start}")
+    if any(e.create for e in ordered) and len(ordered) > 1:
+        raise EditConflict(f"{ordered[0].file} is created by one edit and edited by another")
+    return ordered
 
 
 class PatchedRepo(ModelRepo):
@@ -346,6 +355,10 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
 
     root = Path(target)
     upstream = upstream if upstream is not None else Upstream.from_options()
+
+    def check(changes: dict[str, bytes]) -> Report:
+        return check_repo(PatchedRepo(root, upstream, changes), select=select, ignore=ignore, target=str(target))
+
     original: dict[str, bytes | None] = {}
     changed: dict[str, bytes] = {}
     applied: list[Finding] = []
@@ -353,12 +366,10 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
     internal: list[str] = []
     # A fix applied once and offered again did not make its finding go away: not twice.
     done: set[tuple] = set()
-    before: Report | None = None
+    report = before = check(changed)
     for _ in range(MAX_PASSES):
-        repo = PatchedRepo(root, upstream, changed)
-        report = check_repo(repo, select=select, ignore=ignore, target=str(target))
-        before = before or report
         internal.extend(e for e in report.internal_errors if e not in internal)
+        repo = PatchedRepo(root, upstream, changed)
         taken: dict[str, list[Edit]] = {}
         for finding in report.findings:
             fix = finding.fix
@@ -385,10 +396,10 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
                 original[rel] = repo.raw(rel) if repo.exists(rel) else None
             base = b"" if any(e.create for e in edits) else (repo.raw(rel) or b"")
             changed[rel] = apply_edits(base, edits)
-    after = check_repo(PatchedRepo(root, upstream, changed), select=select, ignore=ignore, target=str(target))
+        report = check(changed)  # what is left, and what the new text reveals
+    internal.extend(e for e in report.internal_errors if e not in internal)
     changed = {rel: data for rel, data in changed.items() if data != original.get(rel)}
-    assert before is not None
-    return Plan(root, before, after, {rel: original[rel] for rel in changed}, changed, applied, refused, internal)
+    return Plan(root, before, report, {rel: original[rel] for rel in changed}, changed, applied, refused, internal)
 
 
 def _refusal(root: Path, repo: ModelRepo, fix: Fix) -> str | None:
@@ -406,15 +417,10 @@ def _refusal(root: Path, repo: ModelRepo, fix: Fix) -> str | None:
 
 
 def _overlaps(taken: dict[str, list[Edit]], fix: Fix) -> bool:
-    by_file: dict[str, list[Edit]] = {}
-    for edit in fix.edits:
-        by_file.setdefault(edit.file, []).append(edit)
-    for rel, edits in by_file.items():
-        combined = taken.get(rel, []) + edits
-        if any(e.create for e in combined) and len(combined) > 1:
-            return True
+    """Whether `fix` collides with edits already taken this round."""
+    for rel in {edit.file for edit in fix.edits}:
         try:
-            apply_edits(b"\0" * max(e.end for e in combined), combined)
+            disjoint(taken.get(rel, []) + [edit for edit in fix.edits if edit.file == rel])
         except EditConflict:
             return True
     return False
@@ -478,7 +484,8 @@ def write_changes(plan: Plan) -> None:
         for rel, real in targets.items():
             staged[rel] = _stage(real, plan.changed[rel])
         for rel, real in targets.items():
-            os.replace(staged.pop(rel), real)
+            os.replace(staged[rel], real)
+            del staged[rel]
             replaced.append(rel)
             _fsync_dir(real.parent)
     except BaseException:
@@ -544,11 +551,10 @@ def run_fix(target, *, diff, unsafe_fixes, select, ignore, upstream, fail_on, ou
     """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left."""
     from rich.console import Console
 
-    from hfdoctor.check import check_target
-
     plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes)
     errors = list(plan.internal_errors)
     written = False
+    # plan.after was checked on exactly the bytes that write_changes puts on disk.
     after = plan.after
     if diff:
         left = plan.before  # nothing is written: what is left is what is on disk
@@ -559,7 +565,7 @@ def run_fix(target, *, diff, unsafe_fixes, select, ignore, upstream, fail_on, ou
                 written = True
             except (OSError, UnsafeWrite) as err:
                 errors.append(f"nothing written: {err}")
-        after = check_target(str(target), select=select, ignore=ignore, upstream=upstream) if written else plan.before
+                after = plan.before
         left = after
     after.target = str(target)
     if output_format == "json":

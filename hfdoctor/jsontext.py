@@ -48,19 +48,22 @@ def skip_whitespace(data: bytes, i: int) -> int:
     return i
 
 
+# A whole JSON string (the unrolled form of "(?:[^"\\]|\\.)*": no backtracking), and the
+# tokens that matter when skipping a container: strings, brackets, or a lone quote
+# (a string that never ends).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_CONTAINER_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.DOTALL)
+# The next bracket after `i`, skipping whole strings in C rather than token by token;
+# group 1 is the bracket, or a lone quote (a string that never ends), or "" at the end.
+_NEXT_BRACKET = re.compile(rb'(?:"[^"\\]*(?:\\.[^"\\]*)*"|[^"\[\]{}])*([\[\]{}]|"|$)', re.DOTALL)
+
+
 def _string_end(data: bytes, i: int) -> int:
     """`data[i]` is an opening quote; return the offset one past the closing quote."""
-    n = len(data)
-    i += 1
-    while i < n:
-        c = data[i]
-        if c == 0x5C:  # backslash: skip the escaped byte
-            i += 2
-            continue
-        if c == 0x22:
-            return i + 1
-        i += 1
-    raise ValueError("unterminated string")
+    match = _STRING.match(data, i)
+    if match is None:
+        raise ValueError("unterminated string")
+    return match.end()
 
 
 def value_end(data: bytes, i: int) -> int:
@@ -70,20 +73,17 @@ def value_end(data: bytes, i: int) -> int:
         return _string_end(data, i)
     if c in b"{[":
         depth = 0
-        n = len(data)
-        while i < n:
-            c = data[i]
-            if c == 0x22:
-                i = _string_end(data, i)
-                continue
-            if c in b"{[":
-                depth += 1
-            elif c in b"}]":
-                depth -= 1
-                if depth == 0:
-                    return i + 1
-            i += 1
-        raise ValueError("unterminated container")
+        while True:
+            match = _NEXT_BRACKET.match(data, i)
+            token = match.group(1)
+            if token == b"":
+                raise ValueError("unterminated container")
+            if token == b'"':
+                raise ValueError("unterminated string")
+            i = match.end()
+            depth += 1 if token in b"{[" else -1
+            if depth == 0:
+                return i
     # number, true, false, null
     n = len(data)
     while i < n and data[i] not in b",}] \t\r\n":
@@ -194,8 +194,6 @@ _ESCAPED = rb"(?<!\\)(?:\\\\)*\\"
 _ESCAPED_SLASH = re.compile(_ESCAPED + rb"/")
 _ESCAPED_HTML = re.compile(_ESCAPED + rb"u00(?:3[cCeE]|26)")
 _UNICODE_ESCAPE = re.compile(_ESCAPED + rb"u([0-9a-fA-F]{4})")
-# Strings (skipped whole) and brackets: enough to walk the arrays of a file quickly.
-_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]]', re.DOTALL)
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
 
@@ -233,7 +231,7 @@ def detect_style(data: bytes, ensure_ascii_default: bool = True) -> Style:
     inline_lists, list_separator = _scalar_list_layout(data)
     if indent is not None and list_separator:
         item_separator = list_separator
-    if any(b > 0x7F for b in data):
+    if re.search(rb"[\x80-\xff]", data):
         ensure_ascii = False
     elif any(int(m.group(1), 16) > 0x7F for m in _UNICODE_ESCAPE.finditer(data)):
         ensure_ascii = True
@@ -257,12 +255,13 @@ def _scalar_list_layout(data: bytes) -> tuple[bool, str | None]:
 
     Read off the first such non-empty list; (False, None) when the file has none."""
     stack: list[int] = []
-    for match in _STRING_OR_BRACKET.finditer(data):
-        if match.group() == b"[":
+    for match in _CONTAINER_TOKEN.finditer(data):
+        token = match.group()
+        if token == b"[":
             stack.append(match.start())
             continue
-        if not stack:
-            continue
+        if token != b"]" or not stack:
+            continue  # a string or a brace
         start = stack.pop()
         first = skip_whitespace(data, start + 1)
         if first >= match.start() or data[first] in b"[{":

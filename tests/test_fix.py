@@ -1,0 +1,520 @@
+"""`hfdoctor fix`: minimal, exact, atomic.
+
+The seed incident (../shared/seeds/000_*): a Qwen3 checkpoint without chat_template and
+with a card naming meta-llama/Meta-Llama-3.1-8B. The repair is two edits and nothing
+else. Every upstream folder whose tokenizer_config.json carries its family's pinned
+template must come back byte for byte after its chat_template is cut out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from conftest import UPSTREAM, check_json, rules_fired, run_cli
+from hfdoctor import fix as fixmod
+from hfdoctor import jsontext, registry
+from hfdoctor.findings import Edit, Severity
+from hfdoctor.fix import (
+    EditConflict, UnsafeWrite, apply_edits, card_set_base_model, missing_template_fix, plan_fixes, run_fix,
+    writable_path, write_changes,
+)
+from hfdoctor.repo import ModelRepo
+from hfdoctor.upstream import Upstream
+
+QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
+OFFLINE_UPSTREAM = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+
+
+def writable_copy(src: Path, dest: Path, skip: tuple[str, ...] = ()) -> Path:
+    """A copy the test may write (the shared data is read-only, and so would be a copytree of it)."""
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(*skip), copy_function=shutil.copyfile)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return dest
+
+
+def cut_member(path: Path, pointer: str) -> None:
+    """Remove a JSON member textually: its bytes and its comma, nothing else."""
+    data = path.read_bytes()
+    start, end = jsontext.member_removal_span(data, pointer)
+    path.write_bytes(data[:start] + data[end:])
+
+
+def make_seed_replica(dest: Path) -> Path:
+    """Qwen3-8B with no chat template anywhere and a card that names Llama 3.1 as base."""
+    repo = writable_copy(QWEN3, dest, skip=("chat_template.jinja",))
+    cut_member(repo / "tokenizer_config.json", "/chat_template")
+    card = (repo / "README.md").read_text(encoding="utf-8")
+    assert "base_model:\n- Qwen/Qwen3-8B-Base\n" in card
+    (repo / "README.md").write_text(card.replace("base_model:\n- Qwen/Qwen3-8B-Base\n",
+                                                 "base_model: meta-llama/Meta-Llama-3.1-8B\n"), encoding="utf-8")
+    return repo
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file's bytes, mtime and mode."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            out[path.relative_to(root).as_posix()] = (path.read_bytes(), st.st_mtime_ns, stat.S_IMODE(st.st_mode))
+    return out
+
+
+def fix_in_process(target: Path, *, diff=False, unsafe=False, select=(), fmt="text", upstream=OFFLINE_UPSTREAM):
+    out = io.StringIO()
+    code = run_fix(str(target), diff=diff, unsafe_fixes=unsafe, select=list(select), ignore=[], upstream=upstream,
+                   fail_on=Severity.ERROR, output_format=fmt, console=Console(file=out, width=300, highlight=False))
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def replica(tmp_path) -> Path:
+    return make_seed_replica(tmp_path / "friendli-broken-model")
+
+
+# --- the seed incident ------------------------------------------------------------------------
+
+
+def test_replica_lineage_is_qwen3_8b(replica):
+    report, _ = check_json(replica)
+    assert report["lineage"]["family"] == "qwen3"
+    assert report["lineage"]["base_model"] == "Qwen/Qwen3-8B"
+    assert {"missing-chat-template", "base-model-mismatch"} <= rules_fired(report)
+
+
+def test_seed_incident_is_repaired_with_exactly_two_edits(replica):
+    before = snapshot(replica)
+    proc = run_cli("fix", str(replica), "--upstream", str(UPSTREAM))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    after = snapshot(replica)
+
+    assert set(after) == set(before), "no file created or removed"
+    changed = {rel for rel in before if after[rel][0] != before[rel][0]}
+    assert changed == {"tokenizer_config.json", "README.md"}
+    for rel in changed:
+        assert after[rel][2] == before[rel][2], "file mode kept"
+
+    # tokenizer_config.json: the exact upstream template, every other key and value unchanged,
+    # and (since upstream was saved by transformers) the very bytes of the upstream file.
+    old = json.loads(before["tokenizer_config.json"][0])
+    new = json.loads(after["tokenizer_config.json"][0])
+    upstream_template = (QWEN3 / "chat_template.jinja").read_text(encoding="utf-8")
+    assert new.pop("chat_template") == upstream_template
+    assert new == old and list(new) == list(old)
+    assert after["tokenizer_config.json"][0] == (QWEN3 / "tokenizer_config.json").read_bytes()
+
+    # README.md: one line.
+    old_lines = before["README.md"][0].decode().splitlines(keepends=True)
+    new_lines = after["README.md"][0].decode().splitlines(keepends=True)
+    assert len(old_lines) == len(new_lines)
+    differing = [(a, b) for a, b in zip(old_lines, new_lines) if a != b]
+    assert differing == [("base_model: meta-llama/Meta-Llama-3.1-8B\n", "base_model: Qwen/Qwen3-8B\n")]
+
+    assert "fixed CARD001" in proc.stdout and "fixed TPL001" in proc.stdout
+
+    # A second run changes nothing, and check no longer reports either rule.
+    again = run_cli("fix", str(replica), "--upstream", str(UPSTREAM))
+    assert again.returncode == 0 and "nothing to fix" in again.stdout
+    assert snapshot(replica) == after
+    report, proc = check_json(replica, "--upstream", str(UPSTREAM))
+    assert not {"missing-chat-template", "base-model-mismatch"} & rules_fired(report)
+    assert report["lineage"]["base_model"] == "Qwen/Qwen3-8B"
+
+
+def test_diff_writes_nothing_and_prints_a_patch_that_applies(replica, tmp_path):
+    before = snapshot(replica)
+    proc = run_cli("fix", str(replica), "--diff", "--upstream", str(UPSTREAM))
+    assert snapshot(replica) == before, "--diff must not write (not even mtimes)"
+    assert proc.returncode == 1, "the errors are still on disk"
+    patch = proc.stdout
+    assert patch.startswith("--- a/README.md\n+++ b/README.md\n")
+    assert "-base_model: meta-llama/Meta-Llama-3.1-8B\n+base_model: Qwen/Qwen3-8B\n" in patch
+    assert "+++ b/tokenizer_config.json\n" in patch and '+  "chat_template": "{%- if tools %}' in patch
+    assert "would fix" in proc.stderr  # the summary goes to stderr, so stdout is only the patch
+
+    # Applying the printed patch gives exactly what `fix` writes.
+    patched = make_seed_replica(tmp_path / "patched")
+    applied = subprocess.run(["git", "apply", "-p1", "-"], input=patch, text=True, cwd=patched, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    fixed = make_seed_replica(tmp_path / "fixed")
+    assert fix_in_process(fixed)[0] == 0
+    assert {k: v[0] for k, v in snapshot(patched).items()} == {k: v[0] for k, v in snapshot(fixed).items()}
+
+
+def test_json_summary(replica):
+    proc = run_cli("fix", str(replica), "--format", "json", "--upstream", str(UPSTREAM))
+    assert proc.returncode == 0
+    out = json.loads(proc.stdout)
+    assert out["summary"]["error"] == 0 and out["lineage"]["base_model"] == "Qwen/Qwen3-8B"
+    assert not {"TPL001", "CARD001"} & {f["code"] for f in out["findings"]}
+    assert {f["code"] for f in out["fixes"]["applied"]} == {"TPL001", "CARD001"}
+    assert out["fixes"]["files"] == ["README.md", "tokenizer_config.json"] and out["fixes"]["written"] is True
+
+    dry = make_seed_replica(replica.parent / "dry")
+    proc = run_cli("fix", str(dry), "--format", "json", "--diff", "--upstream", str(UPSTREAM))
+    out = json.loads(proc.stdout)
+    assert out["fixes"]["written"] is False and len(out["fixes"]["planned"]) == 2
+    assert out["diff"].startswith("--- a/README.md")
+    assert out["summary"]["error"] == 0  # what would be left once the diff is applied
+
+
+def test_check_never_writes(replica):
+    before = snapshot(replica)
+    check_json(replica, "--upstream", str(UPSTREAM))
+    assert snapshot(replica) == before
+
+
+def test_offline_without_upstream_says_how_to_provide_it(replica, tmp_path):
+    env = {"HF_HUB_CACHE": str(tmp_path / "empty-cache"), "HFDOCTOR_UPSTREAM": ""}
+    proc = run_cli("check", str(replica), "--format", "json", env=env)
+    report = json.loads(proc.stdout)
+    tpl = next(f for f in report["findings"] if f["code"] == "TPL001")
+    assert tpl["fix"] is None
+    assert "--upstream" in tpl["message"] and "HFDOCTOR_UPSTREAM" in tpl["message"]
+    # fix still repairs the card, and exits 1 for the template that is left.
+    proc = run_cli("fix", str(replica), env=env)
+    assert proc.returncode == 1
+    assert "fixed CARD001" in proc.stdout and "TPL001" in proc.stdout
+    assert "chat_template" not in json.loads((replica / "tokenizer_config.json").read_bytes())
+    # The environment variable is as good as the option.
+    proc = run_cli("fix", str(replica), env={**env, "HFDOCTOR_UPSTREAM": str(UPSTREAM)})
+    assert proc.returncode == 0 and "fixed TPL001" in proc.stdout
+
+
+# --- every pinned upstream template round-trips ------------------------------------------------
+
+
+def pinned_template_folders() -> list[str]:
+    """Upstream folders whose tokenizer_config.json chat_template is a registry pin."""
+    pins = {f.template.sha256 for f in registry.families() if f.template}
+    found = []
+    for folder in sorted(UPSTREAM.iterdir()):
+        path = folder / "tokenizer_config.json"
+        if path.is_file():
+            template = json.loads(path.read_bytes()).get("chat_template")
+            if isinstance(template, str) and hashlib.sha256(template.encode()).hexdigest() in pins:
+                found.append(folder.name)
+    return found
+
+
+# Real reasons a folder cannot come back byte for byte:
+NOT_BYTE_EXACT = {
+    # chat_template was appended by hand after an otherwise sorted key list; the fixer
+    # puts a new key in its sorted place (where save_pretrained writes it).
+    "mistralai--Mistral-7B-Instruct-v0.2": "hand-appended out of sorted order",
+}
+
+
+def test_pinned_folders_are_the_expected_ones():
+    # DeepSeek-R1's tokenizer_config.json carries the January template; the pin is the
+    # February one (its chat_template.jinja), so those folders are not in this list.
+    expected = {"Qwen--Qwen3-8B", "Qwen--Qwen2.5-Coder-32B-Instruct", "meta-llama--Llama-3.1-8B-Instruct",
+                "mistralai--Mistral-7B-Instruct-v0.3", "microsoft--phi-4", "google--gemma-2b-it"}
+    assert expected <= set(pinned_template_folders())
+
+
+@pytest.mark.parametrize("folder", pinned_template_folders())
+def test_cut_template_is_restored_byte_for_byte(folder, tmp_path):
+    original = (UPSTREAM / folder / "tokenizer_config.json").read_bytes()
+    repo = writable_copy(UPSTREAM / folder, tmp_path / folder, skip=("chat_template.jinja", "*.safetensors"))
+    cut_member(repo / "tokenizer_config.json", "/chat_template")
+    code, out = fix_in_process(repo, select=["TPL001"])
+    assert code == 0, out
+    restored = (repo / "tokenizer_config.json").read_bytes()
+    if folder in NOT_BYTE_EXACT:
+        assert json.loads(restored) == json.loads(original)
+        keys = list(json.loads(restored))
+        assert keys == sorted(keys), "inserted in sorted place"
+    else:
+        assert restored == original
+    assert fix_in_process(repo, select=["TPL001"])[1].count("nothing to fix") == 1
+
+
+@pytest.mark.parametrize("folder", ["HuggingFaceTB--SmolLM3-3B", "openai--gpt-oss-20b"])
+def test_jinja_upstream_template_is_recreated_as_jinja(folder, tmp_path):
+    """Families whose upstream keeps the template in chat_template.jinja get it there."""
+    original = (UPSTREAM / folder / "chat_template.jinja").read_bytes()
+    repo = writable_copy(UPSTREAM / folder, tmp_path / folder, skip=("chat_template.jinja", "history"))
+    before = snapshot(repo)
+    code, out = fix_in_process(repo, select=["TPL001"])
+    assert code == 0, out
+    assert (repo / "chat_template.jinja").read_bytes() == original
+    after = snapshot(repo)
+    assert {k: v for k, v in after.items() if k != "chat_template.jinja"} == before
+
+
+def test_template_goes_to_jinja_where_the_repo_keeps_jinja_templates(tmp_path):
+    repo_dir = make_seed_replica(tmp_path / "r")
+    (repo_dir / "additional_chat_templates").mkdir()
+    (repo_dir / "additional_chat_templates" / "tool_use.jinja").write_text("{{ messages }}")
+    repo = ModelRepo(repo_dir, upstream=OFFLINE_UPSTREAM)
+    fix, note = missing_template_fix(repo, registry.family("qwen3"))
+    assert note == "Fix: insert the upstream Qwen/Qwen3-8B template as chat_template.jinja."
+    (edit,) = fix.edits
+    assert edit == Edit("chat_template.jinja", 0, 0, (QWEN3 / "chat_template.jinja").read_text(), create=True)
+    # Without tokenizer_config.json too.
+    (repo_dir / "tokenizer_config.json").unlink()
+    shutil.rmtree(repo_dir / "additional_chat_templates")
+    fix, _ = missing_template_fix(ModelRepo(repo_dir, upstream=OFFLINE_UPSTREAM), registry.family("qwen3"))
+    assert fix.edits[0].file == "chat_template.jinja" and fix.edits[0].create
+
+
+def test_template_fix_note_when_not_found(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    repo = ModelRepo(make_seed_replica(tmp_path / "r"), upstream=Upstream((), use_cache=True, use_hub=False))
+    fix, note = missing_template_fix(repo, registry.family("qwen3"))
+    assert fix is None and "--upstream DIR" in note and "HFDOCTOR_UPSTREAM" in note and "Qwen--Qwen3-8B" in note
+
+
+# --- the other fixes ------------------------------------------------------------------------------
+
+
+def test_eos_int_becomes_a_list_with_the_end_of_turn_id(tmp_path):
+    repo = writable_copy(QWEN3, tmp_path / "q", skip=("README.md",))
+    gen = repo / "generation_config.json"
+    original = gen.read_bytes()
+    start, end = jsontext.locate(original, "/eos_token_id")
+    gen.write_bytes(original[:start] + b"151643" + original[end:])  # <|endoftext|> only, as a number
+    proc = run_cli("fix", str(repo))
+    assert proc.returncode == 0, proc.stdout
+    assert "fixed TOK004" in proc.stdout
+    data = gen.read_bytes()
+    assert json.loads(data)["eos_token_id"] == [151643, 151645]
+    # Laid out like the file (4-space indentation, one id per line), nothing else touched.
+    expected = original[:start] + b"[\n        151643,\n        151645\n    ]" + original[end:]
+    assert data == expected
+    assert "nothing to fix" in run_cli("fix", str(repo)).stdout
+
+
+def test_eos_list_gets_the_end_of_turn_id_appended(tmp_path):
+    repo = writable_copy(UPSTREAM / "meta-llama--Llama-3.1-8B-Instruct", tmp_path / "l", skip=("original",))
+    gen = repo / "generation_config.json"
+    original = gen.read_bytes()
+    items = jsontext.array_items(original, jsontext.locate(original, "/eos_token_id")[0])
+    gen.write_bytes(original[: items[-2][1]] + original[items[-1][1] :])  # drop 128009 <|eot_id|>
+    code, out = fix_in_process(repo, select=["TOK004"])
+    assert code == 0, out
+    assert gen.read_bytes() == original
+
+
+def test_template_conflict_is_fixed_only_with_unsafe_fixes(tmp_path):
+    repo = writable_copy(QWEN3, tmp_path / "q")
+    config = repo / "tokenizer_config.json"
+    original = config.read_bytes()
+    stale = json.loads(original)["chat_template"].replace("<tool_call>", "<tools>")
+    splice = jsontext.set_value(original, "/chat_template", stale, jsontext.detect_style(original))
+    config.write_bytes(splice.apply(original))
+    edited = config.read_bytes()
+
+    code, out = fix_in_process(repo, select=["TPL002"])
+    assert code == 0  # a warning, below the default --fail-on error
+    assert "nothing to fix" in out and "1 more fix(es) available with --unsafe-fixes" in out
+    assert config.read_bytes() == edited
+
+    code, out = fix_in_process(repo, select=["TPL002"], unsafe=True)
+    assert code == 0 and "fixed TPL002" in out
+    assert config.read_bytes() == original  # the copy now equals chat_template.jinja, which transformers uses
+
+
+def test_card_edits_change_only_the_base_model_lines(tmp_path):
+    cases = {
+        "scalar": ("base_model: meta-llama/Llama-3.1-8B\n", "base_model: Qwen/Qwen3-8B\n"),
+        "quoted + comment": ("base_model: 'meta-llama/Llama-3.1-8B'  # the base\n",
+                             "base_model: 'Qwen/Qwen3-8B'  # the base\n"),
+        "flow list": ("base_model: [meta-llama/Llama-3.1-8B]\n", "base_model: [Qwen/Qwen3-8B]\n"),
+        "block list": ("base_model:\n- meta-llama/Llama-3.1-8B\n- x/y\n", "base_model:\n- Qwen/Qwen3-8B\n"),
+        "indented block list": ("base_model:\n  - meta-llama/Llama-3.1-8B\n", "base_model:\n  - Qwen/Qwen3-8B\n"),
+        "null": ("base_model:\n", "base_model: Qwen/Qwen3-8B\n"),
+        "absent": ("", "base_model: Qwen/Qwen3-8B\n"),
+    }
+    for name, (old, new) in cases.items():
+        head, tail = "---\nlicense: apache-2.0\n", "tags:\n- chat\n---\n# Card\n\nbase_model: in the body is prose\n"
+        if name == "absent":
+            head, tail = "---\nlicense: apache-2.0\ntags:\n- chat\n", "---\n# Card\n"
+        text = head + old + tail
+        path = tmp_path / name / "README.md"
+        path.parent.mkdir()
+        path.write_bytes(text.encode())
+        edit = card_set_base_model(ModelRepo(path.parent), "Qwen/Qwen3-8B")
+        assert edit is not None, name
+        assert apply_edits(text.encode(), [edit]).decode() == head + new + tail, name
+
+
+def test_card_edit_keeps_crlf_and_declines_what_it_cannot_edit_line_wise(tmp_path):
+    def edit_of(text: str):
+        path = tmp_path / "README.md"
+        path.write_bytes(text.encode())
+        edit = card_set_base_model(ModelRepo(tmp_path), "Qwen/Qwen3-8B")
+        return None if edit is None else apply_edits(text.encode(), [edit]).decode()
+
+    assert edit_of("---\r\nlicense: mit\r\n---\r\nbody\r\n") == "---\r\nlicense: mit\r\nbase_model: Qwen/Qwen3-8B\r\n---\r\nbody\r\n"
+    assert edit_of("# no front matter\n") == "---\nbase_model: Qwen/Qwen3-8B\n---\n# no front matter\n"
+    assert edit_of("---\nbase_model: Qwen/Qwen3-8B\n---\n") is None  # already right
+    assert edit_of("---\nbase_model: |\n  meta-llama/x\n---\n") is None  # block scalar
+    assert edit_of("---\nbase_model:\n  name: x\n---\n") is None  # a mapping
+
+
+# --- edits and writes ---------------------------------------------------------------------------
+
+
+def test_apply_edits_back_to_front_and_rejects_overlaps():
+    data = b"0123456789"
+    assert apply_edits(data, [Edit("f", 1, 2, "a"), Edit("f", 5, 5, "XY"), Edit("f", 8, 10, "")]) == b"0a234XY567"
+    with pytest.raises(EditConflict):
+        apply_edits(data, [Edit("f", 1, 4, "a"), Edit("f", 3, 5, "b")])
+    with pytest.raises(EditConflict):
+        apply_edits(data, [Edit("f", 2, 2, "a"), Edit("f", 2, 2, "b")])  # order unknown
+    with pytest.raises(EditConflict):
+        apply_edits(data, [Edit("f", 9, 12, "a")])
+
+
+def test_refuses_symlinks_that_leave_the_repository(replica, tmp_path):
+    outside = tmp_path / "elsewhere.md"
+    outside.write_bytes((replica / "README.md").read_bytes())
+    (replica / "README.md").unlink()
+    (replica / "README.md").symlink_to(outside)
+    code, out = fix_in_process(replica)
+    assert code == 1  # CARD001 is left
+    assert "not fixed CARD001" in out and "outside the repository" in out
+    assert outside.read_bytes().count(b"meta-llama/Meta-Llama-3.1-8B") == 1
+    assert (replica / "README.md").is_symlink()
+    assert "chat_template" in json.loads((replica / "tokenizer_config.json").read_bytes())  # the rest is fixed
+    with pytest.raises(UnsafeWrite):
+        writable_path(replica, "README.md")
+    for bad in ("model.safetensors", "../x.json", "/etc/passwd", "sub/pytorch_model.bin"):
+        with pytest.raises(UnsafeWrite):
+            writable_path(replica, bad)
+
+
+def test_writes_through_a_symlink_inside_the_repository(replica):
+    (replica / "docs").mkdir()
+    (replica / "README.md").rename(replica / "docs" / "card.md")
+    (replica / "README.md").symlink_to(Path("docs") / "card.md")
+    assert fix_in_process(replica)[0] == 0
+    assert (replica / "README.md").is_symlink()
+    assert b"base_model: Qwen/Qwen3-8B\n" in (replica / "docs" / "card.md").read_bytes()
+
+
+def test_keeps_file_modes(replica):
+    (replica / "tokenizer_config.json").chmod(0o640)
+    (replica / "README.md").chmod(0o600)
+    assert fix_in_process(replica)[0] == 0
+    assert stat.S_IMODE((replica / "tokenizer_config.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((replica / "README.md").stat().st_mode) == 0o600
+
+
+def temp_files(root: Path) -> list[Path]:
+    return [p for p in root.iterdir() if p.name.endswith(".hfdoctor.tmp")]
+
+
+def test_a_failing_rename_leaves_every_file_old(replica, monkeypatch):
+    before = snapshot(replica)
+    plan = plan_fixes(replica, upstream=OFFLINE_UPSTREAM)
+    assert sorted(plan.changed) == ["README.md", "tokenizer_config.json"]
+    real_replace = os.replace
+    calls = []
+
+    def replace_then_fail(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_then_fail)
+    with pytest.raises(OSError):
+        write_changes(plan)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert {k: v[0] for k, v in snapshot(replica).items()} == {k: v[0] for k, v in before.items()}
+    assert temp_files(replica) == []
+
+    # Through the command: exit 2, nothing written, and a later run succeeds.
+    monkeypatch.setattr(os, "replace", replace_then_fail)
+    calls.clear()
+    code, out = fix_in_process(replica)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert code == 2 and "nothing written" in out
+    assert {k: v[0] for k, v in snapshot(replica).items()} == {k: v[0] for k, v in before.items()}
+    assert fix_in_process(replica)[0] == 0
+
+
+def test_a_failure_while_staging_leaves_nothing_behind(replica, monkeypatch):
+    before = snapshot(replica)
+
+    def no_fsync(fd):
+        raise KeyboardInterrupt  # the user pressed ^C while the data was being synced
+
+    plan = plan_fixes(replica, upstream=OFFLINE_UPSTREAM)
+    monkeypatch.setattr(os, "fsync", no_fsync)
+    with pytest.raises(KeyboardInterrupt):
+        write_changes(plan)
+    assert snapshot(replica) == before and temp_files(replica) == []
+
+
+def test_killed_between_renames_every_file_is_old_or_new(replica):
+    """SIGKILL in the middle of writing (no cleanup can run): each file is whole."""
+    old = {k: v[0] for k, v in snapshot(replica).items()}
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from hfdoctor import fix
+        from hfdoctor.upstream import Upstream
+        real_replace, calls = os.replace, []
+        def replace(src, dst):
+            calls.append(dst)
+            if len(calls) == 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+            real_replace(src, dst)
+        os.replace = replace
+        plan = fix.plan_fixes({str(replica)!r}, upstream=Upstream((Path({str(UPSTREAM)!r}),), use_cache=False, use_hub=False))
+        assert not plan.internal_errors and len(plan.changed) == 2, plan
+        fix.write_changes(plan)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    now = {k: v[0] for k, v in snapshot(replica).items() if not k.endswith(".hfdoctor.tmp")}
+    assert set(now) == set(old)
+    fixed = make_seed_replica(replica.parent / "reference")
+    assert fix_in_process(fixed)[0] == 0
+    new = {k: v[0] for k, v in snapshot(fixed).items()}
+    assert all(now[rel] in (old[rel], new[rel]) for rel in now)
+    assert now["README.md"] == new["README.md"] and now["tokenizer_config.json"] == old["tokenizer_config.json"]
+    # The interrupted repo is finished by the next run.
+    for tmp in temp_files(replica):
+        tmp.unlink()
+    assert fix_in_process(replica)[0] == 0
+    assert {k: v[0] for k, v in snapshot(replica).items()} == new
+
+
+def test_a_file_changed_since_planning_is_not_overwritten(replica):
+    plan = plan_fixes(replica, upstream=OFFLINE_UPSTREAM)
+    (replica / "README.md").write_text("edited meanwhile\n")
+    with pytest.raises(OSError, match="changed on disk"):
+        write_changes(plan)
+    assert (replica / "README.md").read_text() == "edited meanwhile\n"
+
+
+def test_fixes_that_need_another_round_are_applied(tmp_path):
+    """The eos fix can only be computed once a template exists: fix loops until done."""
+    repo = make_seed_replica(tmp_path / "r")
+    gen = repo / "generation_config.json"
+    data = gen.read_bytes()
+    start, end = jsontext.locate(data, "/eos_token_id")
+    gen.write_bytes(data[:start] + b"151643" + data[end:])
+    code, out = fix_in_process(repo)
+    assert code == 0, out
+    assert {"TPL001", "CARD001", "TOK004"} <= {line.split()[1] for line in out.splitlines() if line.startswith("  fixed")}
+    assert json.loads(gen.read_bytes())["eos_token_id"] == [151643, 151645]
