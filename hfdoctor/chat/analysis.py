@@ -96,7 +96,8 @@ class RenderError:
         if self.kind == "memory":
             return f"it ran out of memory (over the 1 GiB hfdoctor allows a render){where}"
         if self.kind == "unsafe":
-            return f"it tried to reach Python internals, which the sandbox blocked: {self.message}{where}"
+            return (f"it reaches for Python internals, the first step of a sandbox escape: {self.message}"
+                    f"{where if 'line' not in self.message else ''}")
         return f"{self.type}: {self.message}{where}"
 
 
@@ -108,14 +109,34 @@ class Outcome:
 
 
 def _template_line(err: BaseException) -> int | None:
-    """The template line of the innermost template frame of a jinja2 traceback."""
+    """The template line of the innermost template frame of a traceback.
+
+    jinja2 rewrites the traceback of an Exception so that its frames carry template
+    lines; a BaseException (our StepTimeout) passes through untouched, and its frames
+    carry lines of the generated Python code, which the template maps back.
+    """
     line = None
     tb = err.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename == "<template>":
-            line = tb.tb_lineno
+        code = tb.tb_frame.f_code
+        if code.co_filename == "<template>":
+            template = tb.tb_frame.f_globals.get("__jinja_template__")
+            line = template.get_corresponding_lineno(tb.tb_lineno) if template is not None else tb.tb_lineno
         tb = tb.tb_next
-    return line
+    return line if line is not None else getattr(err, "template_line", None)
+
+
+def dunder_accesses(source: str) -> list[tuple[str, int]]:
+    """`x.__class__`, `x['__globals__']`: the first step of every jinja2 sandbox escape."""
+    import jinja2.nodes
+
+    from hfdoctor.chat.render import compile_template
+
+    ast = compile_template(source).environment.parse(source)
+    found = {(n.attr, n.lineno) for n in ast.find_all(jinja2.nodes.Getattr) if n.attr.startswith("__")}
+    found |= {(n.arg.value, n.lineno) for n in ast.find_all(jinja2.nodes.Getitem)
+              if isinstance(n.arg, jinja2.nodes.Const) and isinstance(n.arg.value, str) and n.arg.value.startswith("__")}
+    return sorted(found, key=lambda item: (item[1], item[0]))
 
 
 def classify(err: BaseException) -> RenderError:
@@ -179,8 +200,16 @@ def _work(source: str, special_tokens: dict[str, str], tool_use: bool,
         with guard.step():
             compile_template(source)
             variables = template_variables(source)
+            dunders = dunder_accesses(source)
     except (Exception, StepTimeout) as err:
         emit(("compile", classify(err)))
+        return
+    if dunders:
+        # Refuse to render at all: the sandbox would most likely hold, but there is
+        # no reason for a chat template to touch Python internals.
+        name, line = dunders[0]
+        emit(("render", None, Outcome(error=RenderError(
+            "unsafe", "SandboxEscape", f"the template accesses {name!r} (line {line})", line))))
         return
     kwargs_read = template_kwargs(source, special_tokens)
     emit(("variables", sorted(variables), sorted(kwargs_read)))
@@ -255,7 +284,8 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
             current = message[1]
         elif tag == "render":
             key, outcome = message[1], message[2]
-            analysis.renders[key] = outcome
+            if key is not None:
+                analysis.renders[key] = outcome
             current = None
             if outcome.error is not None and outcome.error.fatal:
                 analysis.fatal = (key, outcome.error)

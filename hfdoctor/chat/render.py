@@ -298,13 +298,37 @@ def render(
     template_kwargs = plain_data({**(special_tokens or {}), **kwargs})
     blocks: list[str] = []
     spans: list[tuple[int, int]] = []
+    generator = template.generate(
+        messages=prepare_messages(messages),
+        tools=plain_data(tools),
+        documents=plain_data(documents),
+        add_generation_prompt=add_generation_prompt,
+        **template_kwargs,
+    )
     with template.environment.activate_tracker(blocks, spans):  # type: ignore[attr-defined]
-        for block in template.generate(
-            messages=prepare_messages(messages),
-            tools=plain_data(tools),
-            documents=plain_data(documents),
-            add_generation_prompt=add_generation_prompt,
-            **template_kwargs,
-        ):
-            blocks.append(block)
+        try:
+            for block in generator:
+                blocks.append(block)
+        except BaseException as err:  # noqa: BLE001 - annotated and re-raised
+            _note_template_line(err, generator)
+            raise
     return RenderResult("".join(blocks), spans)
+
+
+def _note_template_line(err: BaseException, generator: Any) -> None:
+    """Record where a suspended template was when `err` hit between two yields.
+
+    An interrupt (a timeout) often lands while the template's generator is suspended,
+    so no template frame is on the traceback; the generator's own frame still says
+    where it was. The line goes on the exception as `template_line`.
+    """
+    inner = generator
+    while getattr(inner, "gi_yieldfrom", None) is not None:
+        inner = inner.gi_yieldfrom
+    frame = getattr(inner, "gi_frame", None)
+    template = frame.f_globals.get("__jinja_template__") if frame is not None else None
+    if template is not None:
+        try:
+            err.template_line = template.get_corresponding_lineno(frame.f_lineno)  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass

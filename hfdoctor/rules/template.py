@@ -93,6 +93,15 @@ def chat_template_conflict(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Fix (unsafe): make tokenizer_config.json's copy equal to the one transformers uses.
     Unsafe because which version the author meant cannot be known.
     """
+    shadowed = [s for s in repo.chat_templates if s.file == "tokenizer_config.json" and s.name == "default"]
+    if shadowed and repo.chat_template is None:
+        yield self.finding(
+            repo,
+            "tokenizer_config.json has a default chat_template, but transformers ignores it because "
+            "additional_chat_templates/ holds template files: the tokenizer ends up with no default template and "
+            "apply_chat_template without tools raises. Save the default as chat_template.jinja.",
+            file="tokenizer_config.json", pointer=shadowed[0].pointer,
+        )
     by_name: dict[str, list] = {}
     for source in repo.chat_templates:
         by_name.setdefault(source.name, []).append(source)
@@ -329,12 +338,14 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
             continue
         if analysis.fatal is not None:
             key, error = analysis.fatal
-            shape = corpus.conversation(key[0]).what if key else "the first conversation"
+            if key is None:
+                what = f"hfdoctor refused to render the {source.name!r} chat template"
+            else:
+                what = f"rendering the {source.name!r} chat template on {corpus.conversation(key[0]).what} was stopped"
             yield self.finding(
                 repo,
-                f"rendering the {source.name!r} chat template on {shape} was stopped: {error.describe()}. "
-                "A server rendering this template hangs or dies on every request; treat the template as hostile "
-                "until you know where it came from.",
+                f"{what}: {error.describe()}. A server rendering this template hangs, dies or is attacked on "
+                "requests like this; treat the template as hostile until you know where it came from.",
                 **_location(repo, source, error.line),
             )
             continue
@@ -404,16 +415,19 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     source, analysis = found
     added = sorted({*repo.tokenizer_json_added.values(), *repo.added_tokens_decoder.values()})
-    missing = capabilities.expected_tokens(capabilities.emitted_markers(analysis), vocab, added)
+    emitted = capabilities.emitted_markers(analysis)
+    missing = capabilities.expected_tokens(emitted, vocab, added)
     if not missing:
         return
+    # A renamed marker most likely replaced a token the template no longer emits.
+    unused = [t for t in added if t not in emitted]
     for marker in missing:
         pieces = ""
         if repo.tokenizer is not None:
             tokens = repo.tokenizer.encode(marker, add_special_tokens=False).tokens
             pieces = f" (it is split into {len(tokens)} tokens: {', '.join(repr(t) for t in tokens[:6])})"
-        close = difflib.get_close_matches(marker, added, n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = _closest(marker, unused)
+        hint = f" Did you mean {close!r}?" if close else ""
         line = _line_of_text(source, marker)
         yield self.finding(
             repo,
@@ -422,6 +436,16 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             f"parsers waiting for it never fire.{hint}",
             **_location(repo, source, line),
         )
+
+
+def _closest(marker: str, tokens: list[str]) -> str | None:
+    """The token `marker` most likely misspells: longest shared start, then similarity."""
+    def score(token: str) -> tuple[int, float]:
+        shared = len(os.path.commonprefix([marker, token]))
+        return shared, difflib.SequenceMatcher(None, marker, token).ratio()
+
+    candidates = [t for t in tokens if difflib.SequenceMatcher(None, marker, t).ratio() >= 0.5]
+    return max(candidates, key=score, default=None)
 
 
 @rule("TPL006", "generation-prompt-noop", Severity.WARNING)

@@ -1,0 +1,416 @@
+"""TPL003-TPL013 on real upstream templates and on broken copies derived from them.
+
+Each rule has cases that must fire and cases that must not. Real data: Qwen3-8B (hybrid
+thinking, drops history reasoning), Llama 3.1 Instruct (BOS in template and in the
+post-processor), Mistral 7B v0.2 (declines a system role on purpose), SmolLM3 (has
+{% generation %}), gpt-oss-20b, firefunction-v2 (needs a `functions` kwarg).
+Hostile templates (runaway loop, 20 GB string, sandbox escape) must end as findings.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import UPSTREAM, check_json, rules_fired
+from hfdoctor.chat import analysis as analysis_mod
+from hfdoctor.chat import corpus
+from hfdoctor.chat.analysis import analyze, run_analysis
+from hfdoctor.chat.sandbox import Limits, run_bounded
+from hfdoctor.check import check_target
+from hfdoctor.findings import Report
+from hfdoctor.repo import ModelRepo
+from hfdoctor.upstream import Upstream
+
+LOCAL_UPSTREAM = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+QWEN3 = "Qwen--Qwen3-8B"
+LLAMA = "meta-llama--Llama-3.1-8B-Instruct"
+MISTRAL = "mistralai--Mistral-7B-Instruct-v0.2"
+
+
+def check(folder: Path | str, upstream: Upstream = LOCAL_UPSTREAM) -> Report:
+    report = check_target(str(folder), select=["TPL", "TOK004"], upstream=upstream)
+    assert not report.internal_errors, report.internal_errors
+    return report
+
+
+def findings(report: Report, rule: str, severity: str | None = None) -> list:
+    return [f for f in report.findings if f.rule == rule and (severity is None or str(f.severity) == severity)]
+
+
+def upstream_report(name: str) -> Report:
+    return check(UPSTREAM / name)
+
+
+@pytest.fixture(scope="module")
+def qwen3() -> Report:
+    return upstream_report(QWEN3)
+
+
+@pytest.fixture(scope="module")
+def llama() -> Report:
+    return upstream_report(LLAMA)
+
+
+@pytest.fixture(scope="module")
+def mistral() -> Report:
+    return upstream_report(MISTRAL)
+
+
+def qwen3_template() -> str:
+    return (UPSTREAM / QWEN3 / "chat_template.jinja").read_text(encoding="utf-8")
+
+
+def set_template(folder: Path, text: str) -> None:
+    """Write the template to chat_template.jinja and tokenizer_config.json alike (no conflict)."""
+    (folder / "chat_template.jinja").write_text(text, encoding="utf-8")
+    config_path = folder / "tokenizer_config.json"
+    if config_path.exists():
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        if "chat_template" in config:
+            config["chat_template"] = text
+            config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def template_only_folder(tmp_path: Path, text: str, name: str = "repo") -> Path:
+    """A small repo: a tokenizer_config.json (Mistral's tokens) and the template."""
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copy(UPSTREAM / MISTRAL / "tokenizer_config.json", folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (folder / "chat_template.jinja").write_text(text, encoding="utf-8")
+    return folder
+
+
+# --- TPL003 chat-template-syntax-error ------------------------------------------------------
+
+
+def test_truncated_template_is_a_syntax_error_with_its_line(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    text = qwen3_template()
+    set_template(folder, text[: len(text) // 2])
+    found = findings(check(folder), "chat-template-syntax-error", "error")
+    assert found and found[0].file == "chat_template.jinja" and found[0].line
+    assert "template line" in found[0].message and "`" in found[0].message  # quotes the line
+
+
+def test_upstream_templates_compile(qwen3, llama, mistral):
+    for report in (qwen3, llama, mistral):
+        assert not findings(report, "chat-template-syntax-error")
+
+
+# --- TPL004 chat-template-render-error ------------------------------------------------------
+
+
+def test_mistral_declining_a_system_role_is_info_not_error(mistral):
+    declined = findings(mistral, "chat-template-render-error")
+    assert declined and all(str(f.severity) == "info" for f in declined)
+    assert any("system prompt" in f.message and "raise_exception" in f.message for f in declined)
+
+
+def test_crash_on_every_conversation_is_an_error(copy_upstream):
+    folder = copy_upstream(LLAMA)
+    text = (folder / "chat_template.jinja").read_text()
+    set_template(folder, text.replace("{{- bos_token }}", "{{- bos_token + messages | length }}", 1))
+    found = findings(check(folder), "chat-template-render-error", "error")
+    assert found and "a single user message" in found[0].message and "TypeError" in found[0].message
+    assert found[0].line == 1
+
+
+def test_null_content_tool_call_crash_is_a_warning_with_the_reason():
+    # Qwen3-4B-Base ships the May 2025 template: `content` is undefined when transformers
+    # drops an assistant tool call's `content: null`.
+    found = findings(upstream_report("Qwen--Qwen3-4B-Base"), "chat-template-render-error")
+    assert [str(f.severity) for f in found] == ["warning"]
+    assert "content: null" in found[0].message
+
+
+def test_upstream_templates_render(qwen3, llama):
+    assert not findings(qwen3, "chat-template-render-error")
+    assert not findings(llama, "chat-template-render-error", "error")
+
+
+HOSTILE = {
+    "runaway loop": "{% for i in range(100000) %}{% for j in range(100000) %}{{ '' }}{% endfor %}{% endfor %}",
+    "20 GB string": "{{ 'x' * 20000000000 }}",
+    "sandbox escape": "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+}
+
+
+def test_hostile_templates_end_as_findings_within_bounds(tmp_path):
+    started = time.monotonic()
+    for name, text in HOSTILE.items():
+        folder = template_only_folder(tmp_path, text, name.replace(" ", "-"))
+        found = findings(check(folder), "chat-template-render-error", "error")
+        assert found, name
+        expected = {"runaway loop": "never returned", "20 GB string": "out of memory",
+                    "sandbox escape": "Python internals"}[name]
+        assert expected in found[0].message, found[0].message
+    assert time.monotonic() - started < 30  # the bound, not a benchmark: bench/ measures speed
+
+
+def test_doubling_string_is_stopped_by_the_memory_cap():
+    text = "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"
+    result = run_analysis(text, {"eos_token": "</s>"})
+    assert result.fatal is not None and result.fatal[1].kind == "memory"
+
+
+def test_worker_that_hangs_outside_python_is_killed_at_the_deadline():
+    def work(emit, guard):
+        emit("started")
+        signal_free_sleep = __import__("time").sleep
+        signal_free_sleep(30)  # no step guard: only the parent's deadline stops it
+
+    result = run_bounded(work, Limits(total_s=1.0))
+    assert result.messages == ["started"] and result.failure == "timeout" and not result.finished
+
+
+# --- TPL005 template-unknown-token ------------------------------------------------------------
+
+
+def test_marker_renamed_to_a_non_token_fires(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    set_template(folder, qwen3_template().replace("<|im_start|>", "<|im_begin|>"))
+    found = findings(check(folder), "template-unknown-token", "error")
+    assert len(found) == 1 and "'<|im_begin|>'" in found[0].message
+    assert "Did you mean '<|im_start|>'" in found[0].message and "split into" in found[0].message
+
+
+def test_think_tag_renamed_fires(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    set_template(folder, qwen3_template().replace("<think>", "<thinking>").replace("</think>", "</thinking>"))
+    assert {f.message.split("'")[1] for f in findings(check(folder), "template-unknown-token")} >= {"<thinking>"}
+
+
+def test_plain_text_markers_are_not_tokens_on_purpose(qwen3, llama, mistral):
+    # Qwen's <tools>, Mistral v0.2's [INST] (text in that vocabulary), Qwen2.5's <tool_response>.
+    for report in (qwen3, llama, mistral, upstream_report("Qwen--Qwen2.5-Coder-32B-Instruct")):
+        assert not findings(report, "template-unknown-token")
+
+
+# --- TPL006 generation-prompt-noop --------------------------------------------------------------
+
+
+def test_removed_generation_prompt_fires(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    text = qwen3_template()
+    set_template(folder, text[: text.index("{%- if add_generation_prompt %}")])
+    found = findings(check(folder), "generation-prompt-noop", "warning")
+    assert found and "<|im_start|>assistant" in found[0].message
+
+
+def test_generation_prompt_works_or_is_implicit(qwen3, mistral):
+    assert not findings(qwen3, "generation-prompt-noop")
+    assert not findings(mistral, "generation-prompt-noop")  # [/INST] already cues the reply
+
+
+# --- TPL007 double-bos ----------------------------------------------------------------------------
+
+
+def test_llama_template_and_post_processor_both_add_bos(llama, mistral):
+    found = findings(llama, "double-bos", "warning")
+    assert found and "<|begin_of_text|>" in found[0].message and "post-processor" in found[0].message
+    assert "add_special_tokens=False" in found[0].message
+    assert findings(mistral, "double-bos")
+
+
+def test_no_double_bos_without_bos_in_template(qwen3, copy_upstream):
+    assert not findings(qwen3, "double-bos")
+    folder = copy_upstream(LLAMA)
+    text = (folder / "chat_template.jinja").read_text()
+    set_template(folder, text.replace("{{- bos_token }}", "", 1))
+    assert not findings(check(folder), "double-bos")
+
+
+# --- TPL008 thinking-toggle-ignored ----------------------------------------------------------------
+
+
+def test_qwen3_honours_enable_thinking(qwen3, llama):
+    assert not findings(qwen3, "thinking-toggle-ignored")
+    assert not findings(llama, "thinking-toggle-ignored")  # not a hybrid family
+
+
+def test_thinking_branch_removed_fires(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    branch = ("    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+              "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n")
+    text = qwen3_template()
+    assert branch in text
+    set_template(folder, text.replace(branch, ""))
+    found = findings(check(folder), "thinking-toggle-ignored", "warning")
+    assert found and "never reads enable_thinking" in found[0].message
+    assert found[0].fix is not None and str(found[0].fix.applicability) == "unsafe"
+
+
+def test_toggle_that_changes_nothing_fires(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    text = qwen3_template().replace("enable_thinking is false", "enable_thinking is false and false")
+    set_template(folder, text)
+    found = findings(check(folder), "thinking-toggle-ignored")
+    assert found and "render the same prompt" in found[0].message
+
+
+# --- TPL009 template-kwarg-crash --------------------------------------------------------------------
+
+
+def test_firefunction_needs_functions_kwarg(copy_upstream):
+    folder = copy_upstream(LLAMA)
+    set_template(folder, (UPSTREAM / "fireworks-ai--llama-3-firefunction-v2" / "chat_template.jinja").read_text())
+    report = check(folder)
+    found = findings(report, "template-kwarg-crash", "error")
+    assert found and "'functions'" in found[0].message and "default" in found[0].message
+    assert not findings(report, "chat-template-render-error", "error")  # said once, by the right rule
+
+
+def test_crash_when_a_kwarg_is_passed_is_a_warning(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    set_template(folder, qwen3_template().replace("{{- '<think>\\n\\n</think>\\n\\n' }}", "{{- enable_thinking.x.y }}"))
+    found = findings(check(folder), "template-kwarg-crash", "warning")
+    assert found and "enable_thinking=False" in found[0].message
+
+
+def test_kwargs_with_defaults_do_not_crash(qwen3, llama):
+    assert not findings(qwen3, "template-kwarg-crash")
+    assert not findings(llama, "template-kwarg-crash")  # date_string, tools_in_user_message have defaults
+
+
+# --- TPL010 prefix-instability ----------------------------------------------------------------------
+
+
+def test_qwen3_drops_reasoning_of_earlier_turns(qwen3):
+    found = findings(qwen3, "prefix-instability", "warning")
+    messages = " ".join(f.message for f in found)
+    assert "reasoning of earlier turns is dropped" in messages
+    assert "token prefix" in messages and "'<think>'" in messages  # compared in tokens of tokenizer.json
+
+
+def test_llama_is_prefix_stable(llama):
+    assert not findings(llama, "prefix-instability")
+
+
+# --- TPL011 train-inference-mismatch ----------------------------------------------------------------
+
+
+def test_qwen3_full_render_inserts_empty_thinking(qwen3):
+    found = findings(qwen3, "train-inference-mismatch", "warning")
+    assert len(found) == 1 and "empty thinking block" in found[0].message
+    assert "enable_thinking=False" not in found[0].message  # thinking off renders consistently
+
+
+def test_no_train_inference_mismatch(llama):
+    assert not findings(llama, "train-inference-mismatch")
+    # gpt-oss writes <|channel|>final<|message|> before every reply, history included: the
+    # model generates that header itself, so it is no mismatch.
+    assert not findings(upstream_report("openai--gpt-oss-20b"), "train-inference-mismatch")
+
+
+# --- TPL012 no-assistant-mask -----------------------------------------------------------------------
+
+
+def test_no_generation_blocks_is_info(qwen3):
+    assert [str(f.severity) for f in findings(qwen3, "no-assistant-mask")] == ["info"]
+
+
+def test_smollm3_generation_blocks_cover_the_reply(copy_upstream):
+    assert not findings(upstream_report("HuggingFaceTB--SmolLM3-3B"), "no-assistant-mask")
+    folder = copy_upstream("HuggingFaceTB--SmolLM3-3B")
+    lines = (folder / "chat_template.jinja").read_text().splitlines(keepends=True)
+    # Move the {% generation %} block from the assistant's turn to the user's.
+    lines = [line for line in lines if line.strip() not in ("{% generation %}", "{% endgeneration %}")]
+    user = next(i for i, line in enumerate(lines) if 'message.role == "user"' in line) + 1
+    lines[user] = "{% generation %}" + lines[user].rstrip("\n") + "{% endgeneration %}\n"
+    set_template(folder, "".join(lines))
+    found = findings(check(folder), "no-assistant-mask", "warning")
+    assert found and "do not cover the assistant's reply" in found[0].message
+
+
+# --- TPL013 template-drift -----------------------------------------------------------------------------
+
+
+def test_canonical_template_has_no_drift(qwen3):
+    assert not findings(qwen3, "template-drift")
+
+
+def test_changed_format_drifts(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    set_template(folder, qwen3_template().replace("'<|im_start|>' + message.role + '\\n'",
+                                                  "'<|im_start|>' + message.role + ':\\n'"))
+    found = findings(check(folder), "template-drift", "warning")
+    assert found and "Qwen/Qwen3-8B" in found[0].message and "whitespace" not in found[0].message
+
+
+def test_whitespace_only_drift_is_info(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    set_template(folder, qwen3_template().replace("{{- '<|im_end|>\\n' }}", "{{- '<|im_end|>\\n\\n' }}"))
+    found = findings(check(folder), "template-drift")
+    assert [str(f.severity) for f in found] == ["info"] and "whitespace only" in found[0].message
+
+
+def test_upstream_unavailable_is_said_plainly(copy_upstream):
+    folder = copy_upstream(QWEN3)
+    set_template(folder, qwen3_template().replace("<|im_end|>\\n", "<|im_end|>\\n\\n"))
+    report = check(folder, upstream=Upstream((), use_cache=False, use_hub=False))
+    found = findings(report, "template-drift")
+    assert [str(f.severity) for f in found] == ["info"] and "cannot compare" in found[0].message
+
+
+# --- the report section and the analysis ----------------------------------------------------------
+
+
+def test_template_section_in_json_report():
+    report, _ = check_json(UPSTREAM / QWEN3, "--upstream", str(UPSTREAM))
+    section = report["template"]
+    assert section["thinking_toggle"] == "enable_thinking (on by default)"
+    assert section["kwargs"] == ["enable_thinking"]
+    assert section["tool_calls"] == "yes" and section["tool_call_arguments"] == "object, JSON string"
+    assert section["reasoning"] == "last turn only"
+    assert {"prefix-instability", "train-inference-mismatch"} <= rules_fired(report)
+    assert "thinking-toggle-ignored" not in rules_fired(report)
+
+
+def test_capabilities_of_real_templates():
+    from hfdoctor.chat.capabilities import capabilities
+
+    mistral = capabilities(analyze(ModelRepo(UPSTREAM / MISTRAL), (UPSTREAM / MISTRAL / "chat_template.jinja").read_text()))
+    assert mistral["system_role"] == "declined" and mistral["tool_calls"] == "ignored"
+    r1 = ModelRepo(UPSTREAM / "deepseek-ai--DeepSeek-R1")
+    r1_caps = capabilities(analyze(r1, r1.chat_template.text))
+    assert r1_caps["tool_call_arguments"] == "JSON string"  # object arguments crash R1's template
+    llama = ModelRepo(UPSTREAM / LLAMA)
+    assert capabilities(analyze(llama, llama.chat_template.text))["tool_call_arguments"] == \
+        "object, JSON string (double-encoded)"
+
+
+def test_one_worker_run_per_template(monkeypatch):
+    runs = []
+    real = analysis_mod.run_bounded
+
+    def counting(work, limits=None):
+        runs.append(1)
+        return real(work, limits)
+
+    monkeypatch.setattr(analysis_mod, "run_bounded", counting)
+    check_target(str(UPSTREAM / QWEN3), upstream=LOCAL_UPSTREAM)
+    assert len(runs) == 1  # TOK004 and every TPL rule share one analysis
+
+
+def test_end_of_turn_still_found():
+    from hfdoctor.chat.turns import end_of_turn
+
+    repo = ModelRepo(UPSTREAM / QWEN3)
+    found = end_of_turn(repo, repo.chat_template.text)
+    assert found.token == "<|im_end|>" and found.token_id == 151645
+
+
+def test_corpus_needles_do_not_look_like_markers():
+    from hfdoctor.chat.capabilities import BRACKET_MARKER, FULLWIDTH_MARKER, PIPE_MARKER, TAG_MARKER
+
+    text = json.dumps([c.inputs() for c in corpus.CORPUS])
+    for pattern in (PIPE_MARKER, FULLWIDTH_MARKER, BRACKET_MARKER, TAG_MARKER):
+        assert not pattern.search(text)
