@@ -8,9 +8,11 @@ online (HF_HUB_OFFLINE unset) and through huggingface_hub, imported only then.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,28 +64,53 @@ def _from_cache(repo_id: str, filename: str, revision: str | None) -> Path | Non
     return next((c for c in candidates if c.is_file()), None)
 
 
-def _from_hub(repo_id: str, filename: str, revision: str | None) -> Path | None:
+@functools.lru_cache(maxsize=1)
+def hub_reachable(host: str = "huggingface.co", timeout: float = 2.0) -> bool:
+    """One quick TCP connect per process: offline machines must not wait on retries."""
+    endpoint = os.environ.get("HF_ENDPOINT")
+    if endpoint:
+        from urllib.parse import urlparse
+
+        host = urlparse(endpoint).hostname or host
     try:
-        from huggingface_hub import hf_hub_download
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _from_hub(repo_id: str, filename: str, revision: str | None) -> bytes | None:
+    """The file's bytes from the Hub, read into memory (the HF cache is never written)."""
+    if not hub_reachable():
+        return None
+    try:
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session
     except ImportError:
         return None
     try:
-        return Path(hf_hub_download(repo_id, filename, revision=revision))
-    except Exception:  # offline, gated, missing: all mean "not found here"
+        response = get_session().get(
+            hf_hub_url(repo_id, filename, revision=revision), headers=build_hf_headers(), timeout=10
+        )
+    except Exception:  # network trouble means "not found here", never a crash
         return None
+    return response.content if response.status_code == 200 else None
 
 
-def find_file(upstream: Upstream, repo_id: str, filename: str, revision: str | None = None) -> Path | None:
+def read_file(upstream: Upstream, repo_id: str, filename: str, revision: str | None = None) -> tuple[str, bytes] | None:
+    """(where it was found, its bytes) from the upstream dirs, the HF cache, then the Hub."""
     for directory in upstream.dirs:
         path = directory / repo_id.replace("/", "--") / filename
         if path.is_file():
-            return path
+            return str(path), path.read_bytes()
     if upstream.use_cache:
         path = _from_cache(repo_id, filename, revision)
         if path is not None:
-            return path
+            return str(path), path.read_bytes()
     if upstream.use_hub:
-        return _from_hub(repo_id, filename, revision)
+        data = _from_hub(repo_id, filename, revision)
+        if data is not None:
+            return f"https://huggingface.co/{repo_id}/blob/{revision or 'main'}/{filename}", data
     return None
 
 
@@ -93,6 +120,7 @@ class TemplateLookup:
     source: str  # where it came from, or why it was not found
 
 
+@functools.lru_cache(maxsize=64)
 def canonical_template(upstream: Upstream, family: Family) -> TemplateLookup:
     """The family's canonical chat template, verified against the registry's sha256."""
     pinned: CanonicalTemplate | None = family.template
@@ -101,18 +129,19 @@ def canonical_template(upstream: Upstream, family: Family) -> TemplateLookup:
     tried = []
     # The template may be stored as chat_template.jinja or inside tokenizer_config.json.
     for filename in ("chat_template.jinja", "tokenizer_config.json"):
-        path = find_file(upstream, pinned.repo, filename, pinned.revision)
-        if path is None:
+        found = read_file(upstream, pinned.repo, filename, pinned.revision)
+        if found is None:
             continue
+        where, raw = found
         try:
-            raw = path.read_text(encoding="utf-8")
-            text = raw if filename.endswith(".jinja") else json.loads(raw).get("chat_template")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-            tried.append(f"{path} (unreadable)")
+            decoded = raw.decode("utf-8")
+            text = decoded if filename.endswith(".jinja") else json.loads(decoded).get("chat_template")
+        except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            tried.append(f"{where} (unreadable)")
             continue
         if isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == pinned.sha256:
-            return TemplateLookup(text, f"{pinned.repo} ({path})")
-        tried.append(f"{path} (sha256 differs from the pinned {pinned.sha256[:12]})")
+            return TemplateLookup(text, f"{pinned.repo} ({where})")
+        tried.append(f"{where} (sha256 differs from the pinned {pinned.sha256[:12]})")
     detail = f"; tried {', '.join(tried)}" if tried else ""
     return TemplateLookup(
         None,

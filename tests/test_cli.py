@@ -133,3 +133,17 @@ def test_hub_id_from_local_cache(tmp_path):
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["target"] == "Qwen/Qwen3-8B" and report["lineage"]["family"] == "qwen3"
     assert run_cli("check", "Qwen/Nope-1B", env={"HF_HUB_CACHE": str(cache)}).returncode == 2
+
+
+def test_offline_machine_does_not_wait_on_the_hub(copy_upstream):
+    """Without HF_HUB_OFFLINE and without network, upstream lookups give up at once."""
+    import os
+    import time
+
+    folder = copy_upstream("Qwen--Qwen3-8B")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env["HF_ENDPOINT"] = "https://hub.invalid"  # a host that never resolves, even on a networked machine
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "hfdoctor", "check", str(folder)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert time.monotonic() - start < 20
