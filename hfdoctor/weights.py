@@ -496,6 +496,9 @@ class ExpectedLayout:
 
 
 _EXPECTED: dict[str, ExpectedLayout | CannotVerify | ConfigRejected] = {}
+# Part of the cache key: bump when _build changes what it records.
+LAYOUT_VERSION = 2
+UNSHAPING_CONFIG_KEYS = frozenset({"transformers_version", "_name_or_path", "use_cache", "torch_dtype", "dtype"})
 
 
 def _package_version(name: str) -> str | None:
@@ -524,8 +527,12 @@ def expected_layout(config: dict[str, Any]) -> ExpectedLayout:
     Built once per (config, transformers, torch) and remembered in memory and in the user
     cache directory: the torch + transformers import is ~2 s, the build itself ~50 ms.
     """
-    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    versions = f"transformers={_package_version('transformers')} torch={_package_version('torch')}"
+    # Keys that cannot change a tensor's name or shape are left out of the key, so that a
+    # fine-tune saved by another transformers version (or in another dtype) hits the cache.
+    shaping = {k: v for k, v in config.items() if k not in UNSHAPING_CONFIG_KEYS}
+    canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"), default=str)
+    versions = (f"layout={LAYOUT_VERSION} transformers={_package_version('transformers')} "
+                f"torch={_package_version('torch')}")
     key = hashlib.sha256(f"{versions}\n{canonical}".encode()).hexdigest()
     if key not in _EXPECTED:
         _EXPECTED[key] = _load_or_build(key, config)
@@ -620,13 +627,21 @@ def _build(config: dict[str, Any]) -> ExpectedLayout:
             state = revert_weight_conversion(model, dict(state))
         except Exception:
             pass
-    tied = getattr(model, "all_tied_weights_keys", None) or getattr(model, "_tied_weights_keys", None) or ()
+    # all_tied_weights_keys (transformers 5) holds the ties this config really makes;
+    # the class attribute _tied_weights_keys lists possible ties, tied or not.
+    tied = getattr(model, "all_tied_weights_keys", None)
+    if tied is None:
+        tied = (getattr(model, "_tied_weights_keys", None) or ()) if getattr(cfg, "tie_word_embeddings", False) else ()
+    ignore_unexpected = list(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ())
+    if any(name.endswith("rotary_emb.inv_freq") for name, _ in model.named_buffers()):
+        # Old checkpoints saved the RoPE buffer; transformers drops it on load (as here).
+        ignore_unexpected.append(r"rotary_emb\.inv_freq")
     return ExpectedLayout(
         model_class=type(model).__name__,
         tensors={name: tuple(t.shape) for name, t in state.items()},
         optional=frozenset(tied),
-        ignore_missing=tuple(getattr(model, "_keys_to_ignore_on_load_missing", None) or ()),
-        ignore_unexpected=tuple(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ()),
+        ignore_missing=tuple(sorted(getattr(model, "_keys_to_ignore_on_load_missing", None) or ())),
+        ignore_unexpected=tuple(sorted(ignore_unexpected)),
         base_model_prefix=getattr(model, "base_model_prefix", "") or "",
     )
 

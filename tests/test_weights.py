@@ -280,6 +280,32 @@ def test_tensor_in_the_wrong_shard(tmp_path):
     assert any("the index says model-00001-of-00002.safetensors" in f.message for f in found), [f.message for f in found]
 
 
+def test_extra_tensors_alone_are_a_warning(tmp_path):
+    path = checkpoint(tmp_path, "google--gemma-2b-it")
+    shard = "model-00002-of-00002.safetensors"
+    # An old RoPE buffer transformers drops silently, and a value head it drops with a warning.
+    _rewrite_shard(path, shard, add={"model.layers.0.self_attn.rotary_emb.inv_freq": (128,), "v_head.weight": (1, 2048)})
+    index = json.loads((path / "model.safetensors.index.json").read_text())
+    index["weight_map"].update({"model.layers.0.self_attn.rotary_emb.inv_freq": shard, "v_head.weight": shard})
+    index["metadata"]["total_size"] += 2 * (128 + 2048)
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    found, _ = findings(path)
+    assert [(f.rule, str(f.severity)) for f in found] == [("weights-config-mismatch", "warning")], [f.message for f in found]
+    assert "1 unexpected (v_head.weight)" in found[0].message
+
+
+def test_checkpoint_of_the_bare_model(tmp_path, copy_upstream):
+    """Saved from Qwen3Model (no `model.` prefix): transformers adds the prefix; lm_head is missing."""
+    path = copy_upstream("Qwen--Qwen3-8B")
+    (path / "model.safetensors.index.json").unlink()
+    tensors = model_tensors(UPSTREAM / "Qwen--Qwen3-8B" / "config.json")
+    bare = {n.removeprefix("model."): s for n, s in tensors.items() if n != "lm_head.weight"}
+    write_checkpoint(path, bare, shards=2)
+    found, _ = findings(path)
+    assert [f.rule for f in found] == ["weights-config-mismatch"]
+    assert "1 expected tensors missing (lm_head.weight)" in found[0].message and "unexpected" not in found[0].message
+
+
 @pytest.mark.parametrize("folder", INDEXED)
 def test_metadata_only_upstream_folders_are_not_errors(folder):
     """Upstream folders hold the index but no shards: nothing to check, and the report says so."""

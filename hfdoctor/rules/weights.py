@@ -248,7 +248,8 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     and compares them with the safetensors headers. The message counts the missing,
     unexpected and wrong-shaped tensors with examples, and says what the weights look
     like instead (layers, hidden size, vocabulary, q_norm/k_norm, biases) and which known
-    models have that shape. Tied embeddings (lm_head absent) are accepted. An architecture
+    models have that shape. Tied embeddings (lm_head absent) are accepted. Extra tensors
+    alone (a value head, MTP layers) are a warning: transformers drops them. An architecture
     transformers does not know, or quantized weights, are reported as info: not verified.
 
     Example: "config.json declares 36 layers, hidden size 4096, vocab 151936; the weights
@@ -320,6 +321,9 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         + (f"The weights have {looks_like(layout)}. " if layout is not None else "")
         + "Ship the config and tokenizer of the model the weights come from (or the weights the config names).",
         file=where,
+        # Extra tensors alone load (transformers warns and drops them); missing or
+        # wrong-shaped ones fail the load or leave parameters randomly initialised.
+        severity=Severity.ERROR if missing or wrong else Severity.WARNING,
     )
 
 
