@@ -547,7 +547,18 @@ def _fsync_dir(directory: Path) -> None:
 # --- the command -----------------------------------------------------------------------------
 
 
-def run_fix(target, *, diff, unsafe_fixes, select, ignore, upstream, fail_on, output_format, console) -> int:
+def run_fix(
+    target: str,
+    *,
+    diff: bool,
+    unsafe_fixes: bool,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    upstream,
+    fail_on: Severity,
+    output_format: str,
+    console,
+) -> int:
     """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left."""
     from rich.console import Console
 

@@ -23,7 +23,6 @@ import pytest
 from rich.console import Console
 
 from conftest import UPSTREAM, check_json, rules_fired, run_cli
-from hfdoctor import fix as fixmod
 from hfdoctor import jsontext, registry
 from hfdoctor.findings import Edit, Severity
 from hfdoctor.fix import (
@@ -518,3 +517,18 @@ def test_fixes_that_need_another_round_are_applied(tmp_path):
     assert code == 0, out
     assert {"TPL001", "CARD001", "TOK004"} <= {line.split()[1] for line in out.splitlines() if line.startswith("  fixed")}
     assert json.loads(gen.read_bytes())["eos_token_id"] == [151643, 151645]
+
+
+def test_template_found_in_the_local_hf_cache(tmp_path, monkeypatch):
+    """Offline, no --upstream: a snapshot in the Hugging Face cache is enough."""
+    cache = tmp_path / "hub"
+    snapshot_dir = cache / "models--Qwen--Qwen3-8B" / "snapshots" / "0123abcd"
+    snapshot_dir.mkdir(parents=True)
+    shutil.copyfile(QWEN3 / "tokenizer_config.json", snapshot_dir / "tokenizer_config.json")
+    (cache / "models--Qwen--Qwen3-8B" / "refs").mkdir()
+    (cache / "models--Qwen--Qwen3-8B" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    repo = make_seed_replica(tmp_path / "r")
+    code, out = fix_in_process(repo, select=["TPL001"], upstream=Upstream((), use_cache=True, use_hub=False))
+    assert code == 0, out
+    assert (repo / "tokenizer_config.json").read_bytes() == (QWEN3 / "tokenizer_config.json").read_bytes()
