@@ -120,9 +120,15 @@ class TemplateLookup:
     source: str  # where it came from, or why it was not found
 
 
-@functools.lru_cache(maxsize=64)
 def canonical_template(upstream: Upstream, family: Family) -> TemplateLookup:
     """The family's canonical chat template, verified against the registry's sha256."""
+    # Several rules ask for the same template; the cache dir is part of the key because
+    # HF_HUB_CACHE may change within one process (tests, library users).
+    return _canonical_template(upstream, family, str(hf_cache_dir()))
+
+
+@functools.lru_cache(maxsize=64)
+def _canonical_template(upstream: Upstream, family: Family, cache_dir: str) -> TemplateLookup:
     pinned: CanonicalTemplate | None = family.template
     if pinned is None:
         return TemplateLookup(None, f"the registry pins no canonical template for {family.display}")
