@@ -287,7 +287,18 @@ def test_qwen3_drops_reasoning_of_earlier_turns(qwen3):
     found = findings(qwen3, "prefix-instability", "warning")
     messages = " ".join(f.message for f in found)
     assert "reasoning of earlier turns is dropped" in messages
-    assert "token prefix" in messages and "'<think>'" in messages  # compared in tokens of tokenizer.json
+    assert "First divergent token" in messages and "'<think>' becomes 'It'" in messages
+    assert "'<think>' becomes '<tool_call>'" in messages  # aligned on added tokens, not on "<t"
+
+
+def test_tokens_merging_across_the_turn_boundary_fire(copy_upstream):
+    # The text is a prefix, but "\n" + "\n" becomes one "\n\n" token of Qwen's BPE once the
+    # next turn is appended: only the tokenizer can tell, so it is built for this case.
+    folder = copy_upstream(QWEN3)
+    set_template(folder, r"{% for m in messages %}{% if m.role == 'user' %}{{ '\n' }}{% endif %}"
+                         r"{{ m.content }}{{ '\n' }}{% endfor %}")
+    found = findings(check(folder), "prefix-instability")
+    assert found and "token #" in found[0].message and "merge differently" in found[0].message
 
 
 def test_llama_is_prefix_stable(llama):
@@ -387,17 +398,41 @@ def test_capabilities_of_real_templates():
         "object, JSON string (double-encoded)"
 
 
-def test_one_worker_run_per_template(monkeypatch):
+def test_one_analysis_per_template_then_the_store(monkeypatch, tmp_path):
+    monkeypatch.setenv("HFDOCTOR_CACHE_DIR", str(tmp_path))
     runs = []
-    real = analysis_mod.run_bounded
+    real = analysis_mod.run_analysis
 
-    def counting(work, limits=None):
+    def counting(*args, **kwargs):
         runs.append(1)
-        return real(work, limits)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(analysis_mod, "run_bounded", counting)
-    check_target(str(UPSTREAM / QWEN3), upstream=LOCAL_UPSTREAM)
+    monkeypatch.setattr(analysis_mod, "run_analysis", counting)
+    first = check_target(str(UPSTREAM / LLAMA), upstream=LOCAL_UPSTREAM)
     assert len(runs) == 1  # TOK004 and every TPL rule share one analysis
+    second = check_target(str(UPSTREAM / LLAMA), upstream=LOCAL_UPSTREAM)
+    assert len(runs) == 1  # read back from the user cache
+    assert [f.to_json() for f in first.findings] == [f.to_json() for f in second.findings]
+    assert first.sections["template"] == second.sections["template"]
+
+
+def test_stopped_analyses_are_not_stored(monkeypatch, tmp_path):
+    from hfdoctor.chat import store
+
+    monkeypatch.setenv("HFDOCTOR_CACHE_DIR", str(tmp_path))
+    hostile = run_analysis(HOSTILE["sandbox escape"], {})
+    store.save(hostile, {})
+    assert store.load(hostile.text, {}, False) is None
+
+
+def test_untrusted_templates_run_in_the_bounded_worker(monkeypatch):
+    forks = []
+    real = analysis_mod.run_bounded
+    monkeypatch.setattr(analysis_mod, "run_bounded", lambda work, limits=None: forks.append(1) or real(work, limits))
+    run_analysis(qwen3_template(), {"eos_token": "<|im_end|>"})  # the registry's pinned template: trusted
+    assert forks == []
+    run_analysis(qwen3_template() + " ", {"eos_token": "<|im_end|>"})
+    assert forks == [1]
 
 
 def test_end_of_turn_still_found():

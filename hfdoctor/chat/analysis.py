@@ -26,7 +26,7 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from hfdoctor.chat import corpus
-from hfdoctor.chat.sandbox import Limits, StepGuard, StepTimeout, run_bounded
+from hfdoctor.chat.sandbox import Limits, StepGuard, StepTimeout, run_bounded, run_in_process
 
 if TYPE_CHECKING:
     from hfdoctor.repo import ModelRepo
@@ -130,9 +130,9 @@ def dunder_accesses(source: str) -> list[tuple[str, int]]:
     """`x.__class__`, `x['__globals__']`: the first step of every jinja2 sandbox escape."""
     import jinja2.nodes
 
-    from hfdoctor.chat.render import compile_template
+    from hfdoctor.chat.render import parse_template
 
-    ast = compile_template(source).environment.parse(source)
+    ast = parse_template(source)
     found = {(n.attr, n.lineno) for n in ast.find_all(jinja2.nodes.Getattr) if n.attr.startswith("__")}
     found |= {(n.arg.value, n.lineno) for n in ast.find_all(jinja2.nodes.Getitem)
               if isinstance(n.arg, jinja2.nodes.Const) and isinstance(n.arg.value, str) and n.arg.value.startswith("__")}
@@ -268,17 +268,31 @@ class TemplateAnalysis:
         return [k for k in THINKING_KWARGS if k in self.kwargs]
 
 
+def trusted_templates() -> frozenset[str]:
+    """sha256 of the registry's canonical templates: verified upstream text, rendered by
+    the test suite over this very corpus, so they may run in-process (no fork)."""
+    from hfdoctor import registry
+
+    return frozenset(f.template.sha256 for f in registry.families() if f.template is not None)
+
+
 def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = False,
                  limits: Limits | None = None) -> TemplateAnalysis:
-    """Analyse one template text in a bounded worker."""
-    result = run_bounded(partial(_work, text, dict(special_tokens), tool_use), limits)
+    """Analyse one template text: in a bounded worker, or in-process when it is trusted."""
+    work = partial(_work, text, dict(special_tokens), tool_use)
+    if hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() in trusted_templates():
+        result = run_in_process(work)
+    else:
+        result = run_bounded(work, limits)
     analysis = TemplateAnalysis(text, tool_use)
     current: RenderKey | None = None
+    compiled = False
     for message in result.messages:
         tag = message[0]
         if tag == "compile":
             analysis.compile_error = message[1]
         elif tag == "variables":
+            compiled = True
             analysis.variables, analysis.kwargs = frozenset(message[1]), frozenset(message[2])
         elif tag == "start":
             current = message[1]
@@ -305,10 +319,10 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
             error = RenderError(kind, "WorkerKilled", f"the render worker was {result.failure}")
         else:
             error = RenderError("error", "WorkerError", result.failure or "the render worker failed")
-        if current is not None or analysis.compiled:
+        if compiled:
             analysis.fatal = (current, error)
-        else:
-            analysis.compile_error = error
+        elif analysis.compile_error is None:
+            analysis.compile_error = error  # it never got past compiling
     return analysis
 
 
@@ -316,12 +330,28 @@ _CACHE: "weakref.WeakKeyDictionary[ModelRepo, dict[tuple[str, bool], TemplateAna
 
 
 def analyze(repo: "ModelRepo", text: str, *, tool_use: bool = False) -> TemplateAnalysis:
-    """The analysis of `text` rendered with this repo's special tokens (cached on the repo)."""
+    """The analysis of `text` rendered with this repo's special tokens.
+
+    Cached on the repo (every rule shares it) and in the user cache directory (a
+    pre-push hook re-checks the same template again and again; see store.py).
+    """
+    from hfdoctor.chat import store
+
     per_repo = _CACHE.setdefault(repo, {})
     key = (text, tool_use)
     if key not in per_repo:
-        per_repo[key] = run_analysis(text, special_tokens_for_render(repo), tool_use)
+        special_tokens = special_tokens_for_render(repo)
+        analysis = store.load(text, special_tokens, tool_use)
+        if analysis is None:
+            analysis = run_analysis(text, special_tokens, tool_use)
+            store.save(analysis, special_tokens)
+        per_repo[key] = analysis
     return per_repo[key]
+
+
+def has_generation_tag(source: str) -> bool:
+    """transformers' own test for `{% generation %}` support (no jinja2 needed)."""
+    return re.search(r"\{\%-?\s*generation\s*-?\%\}", source) is not None
 
 
 def analyze_source(repo: "ModelRepo", source: Any) -> TemplateAnalysis:

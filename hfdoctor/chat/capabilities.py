@@ -16,7 +16,7 @@ from typing import Any
 
 from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import TemplateAnalysis
-from hfdoctor.chat.render import has_generation_tag
+from hfdoctor.chat.analysis import has_generation_tag
 
 # Marker shapes. Pipes and full-width bars are only ever control tokens; [UPPER] and
 # <tag> shapes are also ordinary text in some families, see `expected_tokens`.
@@ -45,6 +45,14 @@ def tool_call_arguments(analysis: TemplateAnalysis) -> str:
     if as_string is not None and corpus.ARGUMENT_VALUE in as_string:
         forms.append("JSON string (double-encoded)" if '\\"city\\"' in as_string else "JSON string")
     return ", ".join(forms) if forms else "none"
+
+
+def typed_content(analysis: TemplateAnalysis) -> str:
+    status = _status(analysis, "typed_content", True, corpus.TYPED_NEEDLE)
+    rendered = analysis.rendered("typed_content", True) or ""
+    if status == "yes" and "{'type': 'text'" in rendered:
+        return "printed as a Python list"  # `{{ message.content }}` on a list of parts
+    return status
 
 
 def reasoning(analysis: TemplateAnalysis) -> str:
@@ -115,7 +123,7 @@ def capabilities(analysis: TemplateAnalysis) -> dict[str, Any]:
         "tool_call_arguments": tool_call_arguments(analysis),
         "tool_responses": _status(analysis, "tool_result", True, corpus.RESULT_NEEDLE),
         "parallel_tool_calls": parallel_status,
-        "typed_content": _status(analysis, "typed_content", True, corpus.TYPED_NEEDLE),
+        "typed_content": typed_content(analysis),
         "reasoning": reasoning(analysis),
         "thinking_toggle": thinking_toggle_summary(analysis),
         "kwargs": sorted(analysis.kwargs),

@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import Any, Callable
 
 from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import TemplateAnalysis, render_key
@@ -37,8 +38,8 @@ def show(text: str, limit: int = 40) -> str:
 class Divergence:
     scenario: corpus.Continuation
     unit: str  # "token" or "character"
-    index: int  # first divergent token (or character) of the earlier render
-    earlier: str  # what the earlier render has there
+    index: int  # token index (exact tokenizer) or character offset of the first difference
+    earlier: str  # the token (or text) the earlier render has there
     later: str  # what the continuation has there
     context: str  # the text just before
     reason: str
@@ -58,39 +59,91 @@ def _reason(earlier: str, later: str, at: int) -> str:
     return "earlier turns render differently once the conversation continues"
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """What prefix checks need to know of a tokenizer without building one.
+
+    Added tokens are matched before any model runs, so they cut the text into segments
+    that tokenize independently: two renders agree token by token up to a boundary that
+    is an added token in both. `load` builds the real tokenizer, for the rare boundary
+    this cannot settle (building Qwen's takes longer than the rest of `check`).
+    """
+
+    added: tuple[str, ...] = ()
+    lstrip: frozenset[str] = frozenset()  # added tokens that swallow whitespace on their left
+    load: Callable[[], Any] | None = None
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        from hfdoctor.chat.capabilities import FULLWIDTH_MARKER, PIPE_MARKER
+
+        if self.added:
+            return re.compile("|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True)))
+        return re.compile(f"{PIPE_MARKER.pattern}|{FULLWIDTH_MARKER.pattern}")  # no tokenizer: marker shapes
+
+    def piece_at(self, text: str, at: int) -> str:
+        """The added token starting at `at`, else the word there (up to a space or a token)."""
+        found = self.pattern.match(text, at)
+        if found:
+            return found.group(0)
+        word = re.compile(r"\s*\S+").match(text, at)
+        end = word.end() if word else len(text)
+        nxt = self.pattern.search(text, at)
+        return text[at:min(end, nxt.start() if nxt else end)] or "(end)"
+
+    def token_start(self, text: str, at: int) -> int:
+        """`at`, moved back to the start of an added token it falls inside."""
+        for found in self.pattern.finditer(text, max(0, at - 64), at + 64):
+            if found.start() < at < found.end():
+                return found.start()
+        return at
+
+    def boundary_is_safe(self, earlier: str, later: str) -> bool:
+        """Whether `later`'s tokens start with `earlier`'s, when `later` starts with `earlier`."""
+        n = len(earlier)
+        if n == len(later):
+            return True
+        if any(earlier.endswith(t) for t in self.added):
+            return True
+        after = self.pattern.match(later, n)
+        return after is not None and not (after.group(0) in self.lstrip and earlier[-1:].isspace())
+
+
 def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
-                      tokenizer: Any = None) -> Divergence | None:
-    """None when render(before) is a (token) prefix of render(after, next request)."""
+                      vocabulary: Vocabulary | None = None) -> Divergence | None:
+    """None when render(before) is a token prefix of render(after, next request)."""
+    vocabulary = vocabulary or Vocabulary()
     earlier = analysis.rendered(scenario.before, False)
     later = analysis.rendered(scenario.after, True)
     if earlier is None or later is None:
         return None
-    if tokenizer is not None:
-        a = tokenizer.encode(earlier, add_special_tokens=False)
-        b = tokenizer.encode(later, add_special_tokens=False)
-        if b.ids[: len(a.ids)] == a.ids:
-            return None
-        i = next((k for k, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), min(len(a.ids), len(b.ids)))
-        at = a.offsets[i][0] if i < len(a.offsets) else len(earlier)
-        mine = a.tokens[i] if i < len(a.tokens) else "(end)"
-        theirs = b.tokens[i] if i < len(b.tokens) else "(end)"
-        return Divergence(scenario, "token", i, _token_text(tokenizer, a.ids, i, mine),
-                          _token_text(tokenizer, b.ids, i, theirs),
+    if not later.startswith(earlier):
+        at = _common_prefix(earlier, later)
+        at = min(vocabulary.token_start(earlier, at), vocabulary.token_start(later, at))
+        return Divergence(scenario, "character", at, vocabulary.piece_at(earlier, at), vocabulary.piece_at(later, at),
                           earlier[max(0, at - CONTEXT_CHARS):at], _reason(earlier, later, at))
-    if later.startswith(earlier):
+    if vocabulary.boundary_is_safe(earlier, later):
         return None
-    at = _common_prefix(earlier, later)
-    return Divergence(scenario, "character", at, earlier[at:at + 20], later[at:at + 20],
+    tokenizer = vocabulary.load() if vocabulary.load is not None else None
+    if tokenizer is None:
+        return None
+    a = tokenizer.encode(earlier, add_special_tokens=False)
+    b = tokenizer.encode(later, add_special_tokens=False)
+    if b.ids[: len(a.ids)] == a.ids:
+        return None
+    i = next((k for k, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), min(len(a.ids), len(b.ids)))
+    at = a.offsets[i][0] if i < len(a.offsets) else len(earlier)
+    return Divergence(scenario, "token", i, _token_text(tokenizer, a.ids, i), _token_text(tokenizer, b.ids, i),
                       earlier[max(0, at - CONTEXT_CHARS):at], _reason(earlier, later, at))
 
 
-def _token_text(tokenizer: Any, ids: list[int], i: int, fallback: str) -> str:
+def _token_text(tokenizer: Any, ids: list[int], i: int) -> str:
     if i >= len(ids):
-        return fallback
+        return "(end)"
     try:
         return tokenizer.decode([ids[i]], skip_special_tokens=False)
     except Exception:  # tokenizers raises plain exceptions on odd vocabularies
-        return fallback
+        return str(ids[i])
 
 
 # An empty reasoning block: <think></think>, <think>\n\n</think>, ...

@@ -42,6 +42,8 @@ import jinja2.utils
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from hfdoctor.chat.analysis import has_generation_tag  # noqa: F401  (re-exported: part of this API)
+
 # The named special tokens transformers passes (PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES).
 SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # Names a message's reasoning is passed under; the first is the one templates read.
@@ -176,17 +178,25 @@ def compile_template(source: str) -> jinja2.Template:
     return make_environment().from_string(source)
 
 
+@lru_cache(maxsize=16)
+def parse_template(source: str) -> jinja2.nodes.Template:
+    """The template's syntax tree, parsed once for every static question asked of it.
+
+    Only read, never compiled: jinja2's optimizer may rewrite a tree it compiles.
+    """
+    return compile_template(source).environment.parse(source)
+
+
 @lru_cache(maxsize=64)
 def template_variables(source: str) -> frozenset[str]:
     """Every variable the template reads that it does not set itself (vLLM's method)."""
-    env = compile_template(source).environment
-    return frozenset(jinja2.meta.find_undeclared_variables(env.parse(source)))
+    return frozenset(jinja2.meta.find_undeclared_variables(parse_template(source)))
 
 
 @lru_cache(maxsize=64)
 def _assigned_and_probed(source: str) -> tuple[frozenset[str], frozenset[str]]:
     """Names the template assigns itself, and names it probes (`is defined`, `| default`)."""
-    ast = compile_template(source).environment.parse(source)
+    ast = parse_template(source)
     assigned = {n.name for n in ast.find_all(jinja2.nodes.Name) if n.ctx in ("store", "param")}
     probed = {t.node.name for t in ast.find_all(jinja2.nodes.Test)
               if t.name in ("defined", "undefined", "none") and isinstance(t.node, jinja2.nodes.Name)}
@@ -207,9 +217,6 @@ def template_kwargs(source: str, special_token_names: Any = SPECIAL_TOKEN_NAMES)
     return frozenset(template_variables(source) - standard - (assigned - probed))
 
 
-def has_generation_tag(source: str) -> bool:
-    """transformers' own test for `{% generation %}` support."""
-    return re.search(r"\{\%-?\s*generation\s*-?\%\}", source) is not None
 
 
 def plain_data(value: Any) -> Any:
