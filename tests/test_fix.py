@@ -30,7 +30,7 @@ from hfdoctor.fix import (
     writable_path, write_changes,
 )
 from hfdoctor.repo import ModelRepo
-from hfdoctor.upstream import Upstream
+from hfdoctor.upstream import Upstream, canonical_template
 
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
 OFFLINE_UPSTREAM = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
@@ -77,6 +77,14 @@ def fix_in_process(target: Path, *, diff=False, unsafe=False, select=(), fmt="te
     code = run_fix(str(target), diff=diff, unsafe_fixes=unsafe, select=list(select), ignore=[], upstream=upstream,
                    fail_on=Severity.ERROR, output_format=fmt, console=Console(file=out, width=300, highlight=False))
     return code, out.getvalue()
+
+
+@pytest.fixture(autouse=True)
+def fresh_template_lookups():
+    """canonical_template is memoised per Upstream value; tests change HF_HUB_CACHE under it."""
+    canonical_template.cache_clear()
+    yield
+    canonical_template.cache_clear()
 
 
 @pytest.fixture
