@@ -188,3 +188,7 @@ def resolve_target(target: str, upstream: Upstream) -> str:
         except Exception as err:
             raise FileNotFoundError(f"{target}: not a directory, not in the local HF cache, and the Hub said: {err}") from None
     raise FileNotFoundError(f"{target}: not a directory and not in the local HF cache ({hf_cache_dir()}); offline")
+
+
+# Library users (and tests) may want to forget what was looked up.
+canonical_template.cache_clear = _canonical_template.cache_clear  # type: ignore[attr-defined]
