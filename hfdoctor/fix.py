@@ -499,15 +499,18 @@ def write_changes(plan: Plan) -> None:
 
 
 def _stage(real: Path, data: bytes) -> str:
-    """Write `data` to a synced temporary file beside `real`, with `real`'s mode."""
-    mode = stat.S_IMODE(real.stat().st_mode) if real.exists() else _new_file_mode()
+    """Write `data` to a synced temporary file beside `real`, with `real`'s mode and owner."""
+    old = real.stat() if real.exists() else None
     fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".hfdoctor.tmp", dir=real.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+        os.chmod(tmp, stat.S_IMODE(old.st_mode) if old else _new_file_mode())
+        if old is not None and hasattr(os, "chown"):
+            with suppress(OSError):  # only root may give a file away; others keep their own
+                os.chown(tmp, old.st_uid, old.st_gid)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)
