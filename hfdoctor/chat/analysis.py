@@ -279,6 +279,10 @@ def trusted_templates() -> frozenset[str]:
 def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = False,
                  limits: Limits | None = None) -> TemplateAnalysis:
     """Analyse one template text: in a bounded worker, or in-process when it is trusted."""
+    # Import jinja2 here, not in the child: once per process instead of once per fork,
+    # and no import lock can be held by another thread at the moment of the fork.
+    import hfdoctor.chat.render  # noqa: F401
+
     work = partial(_work, text, dict(special_tokens), tool_use)
     if hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() in trusted_templates():
         result = run_in_process(work)

@@ -26,7 +26,6 @@ through hfdoctor.chat.sandbox (see analysis.py).
 from __future__ import annotations
 
 import json
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
