@@ -491,23 +491,37 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
 
 def _bos_added_by_tokenizer(repo: ModelRepo, bos: str) -> str | None:
-    """How the tokenizer adds a BOS when encoding with add_special_tokens=True (None: it does not)."""
-    bos_id = repo.token_id(bos)
-    tokenizer = repo.tokenizer
-    if tokenizer is not None:
-        if bos_id is None:
-            return None
-        try:
-            ids = tokenizer.encode("Hello", add_special_tokens=True).ids
-        except Exception:  # tokenizers raises plain exceptions
-            return None
-        if ids[:1] == [bos_id]:
-            kind = ((repo.tokenizer_json or {}).get("post_processor") or {}).get("type") or "post-processor"
-            return f"tokenizer.json's post-processor ({kind}) adds it"
+    """How the tokenizer adds a BOS when encoding with add_special_tokens=True (None: it does not).
+
+    Read from tokenizer.json's post-processor (the `single` template of a
+    TemplateProcessing, inside a Sequence or not), so no tokenizer is built.
+    """
+    tokenizer_json = repo.tokenizer_json
+    if tokenizer_json is not None:
+        processor = tokenizer_json.get("post_processor")
+        for step in _processors(processor):
+            single = step.get("single") if step.get("type") == "TemplateProcessing" else None
+            if not isinstance(single, list):
+                continue
+            for item in single:
+                if isinstance(item, dict) and "Sequence" in item:
+                    break  # the text comes before any special token
+                special = item.get("SpecialToken") if isinstance(item, dict) else None
+                if isinstance(special, dict) and special.get("id") == bos:
+                    kind = processor.get("type") if isinstance(processor, dict) else "TemplateProcessing"
+                    return f"tokenizer.json's post-processor ({kind}) adds it"
         return None
-    if repo.tokenizer_json is None and (repo.tokenizer_config or {}).get("add_bos_token") is True:
+    if (repo.tokenizer_config or {}).get("add_bos_token") is True:
         return "tokenizer_config.json sets add_bos_token: true"
     return None
+
+
+def _processors(processor: Any) -> list[dict]:
+    if not isinstance(processor, dict):
+        return []
+    if processor.get("type") == "Sequence":
+        return [p for p in processor.get("processors") or [] if isinstance(p, dict)]
+    return [processor]
 
 
 @rule("TPL007", "double-bos", Severity.WARNING)
@@ -670,8 +684,11 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     For each scenario (a reply then the next user turn; a reply with reasoning then the
     next turn; a tool call then its result) the finished conversation and the next
-    request are rendered and compared in TOKENS of the repo's tokenizer (characters when
-    there is none), like TRL's is_chat_template_prefix_preserving.
+    request are rendered and compared in TOKENS, like TRL's
+    is_chat_template_prefix_preserving: added tokens cut the text into segments that
+    tokenize independently, so the repo's tokenizer is built only when the boundary
+    between the turns is not an added token (then "\n" + "\n" merging into one token
+    is caught too). Without tokenizer files, characters are compared.
 
     Why: prompt caches (vLLM automatic prefix caching, SGLang RadixAttention, llama.cpp
     cache_prompt) reuse the KV cache of the previous turn only up to the first token
@@ -690,17 +707,29 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if found is None:
         return
     source, analysis = found
+    vocabulary = _vocabulary(repo)
     for scenario in corpus.CONTINUATIONS:
-        div = consistency.prefix_divergence(analysis, scenario, repo.tokenizer)
+        div = consistency.prefix_divergence(analysis, scenario, vocabulary)
         if div is None:
             continue
+        where = f"token #{div.index}" if div.unit == "token" else f"character {div.index}"
         yield self.finding(
             repo,
-            f"{scenario.what}: the earlier rendering is not a {div.unit} prefix of the next request. First divergent "
-            f"{div.unit} (#{div.index}) after …{div.context!r}: {div.earlier!r} becomes {div.later!r} — {div.reason}. "
+            f"{scenario.what}: the earlier rendering is not a prefix of the next request. First divergent token "
+            f"({where}, after …{div.context!r}): {div.earlier!r} becomes {div.later!r} — {div.reason}. "
             "Prefix caches (vLLM, SGLang, llama.cpp) recompute the conversation from there on every turn.",
             severity=Severity.WARNING, file=source.file, pointer=source.pointer,
         )
+
+
+def _vocabulary(repo: ModelRepo):
+    """The repo's added tokens for token-boundary reasoning; the tokenizer built only if needed."""
+    from hfdoctor.chat.consistency import Vocabulary
+
+    added = {*repo.tokenizer_json_added.values(), *repo.added_tokens_decoder.values()}
+    lstrip = {str(t.get("content")) for t in (repo.tokenizer_json or {}).get("added_tokens") or []
+              if isinstance(t, dict) and t.get("lstrip")}
+    return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer)
 
 
 @rule("TPL011", "train-inference-mismatch", Severity.WARNING)
@@ -775,7 +804,7 @@ def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     `{% generation %}...{% endgeneration %}`.
     """
     from hfdoctor.chat import corpus
-    from hfdoctor.chat.render import has_generation_tag
+    from hfdoctor.chat.analysis import has_generation_tag
 
     found = _default(repo)
     if found is None:
