@@ -14,9 +14,11 @@ What lives here:
 - `WeightsLayout` / `infer_weights_families`: what the headers look like (layers, hidden
   size, vocabulary, q_norm/k_norm, biases...) and which registry families fit. Pure
   Python, no torch: lineage.py calls it on every check.
-- `expected_layout`: the tensor names and shapes of the model config.json declares, from
-  transformers on torch's meta device (imported only there), cached per config in memory
-  and on disk so that a pre-push hook does not pay the torch import twice.
+- `expected_layout`: the tensor names and shapes of the model config.json declares. For
+  the upstream configs hfdoctor knows they are precomputed (upstream_templates/layouts.json,
+  written by make_layouts.py), so a check of a stock checkpoint never imports torch or
+  transformers; any other config is built by transformers on torch's meta device (imported
+  only there) and remembered for the rest of the process. Nothing is written to disk.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import re
 import stat
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -474,9 +477,32 @@ class ExpectedLayout:
     base_model_prefix: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The compact form layouts.json stores.
+
+        A decoder stack whose layers all hold the same names and shapes (the common case,
+        MoE experts included) is one template plus a layer count: Qwen3-30B-A3B's 18,867
+        tensors become ~400 entries. A stack whose layers differ (mixed layer types, dense
+        first layers before MoE ones) stays in `tensors`, name by name.
+        """
+        stacks: dict[str, dict[int, dict[str, list[int]]]] = {}
+        for name, shape in self.tensors.items():
+            m = LAYER_INDEX.match(name)
+            if m:
+                stacks.setdefault(m.group("prefix"), {}).setdefault(int(m.group("i")), {})[m.group("rest")] = list(shape)
+        flat = {name: list(shape) for name, shape in self.tensors.items()}
+        repeated = []
+        for prefix, layers in sorted(stacks.items()):
+            template = layers[min(layers)]
+            if sorted(layers) != list(range(len(layers))) or any(layer != template for layer in layers.values()):
+                continue  # irregular: stored in full
+            repeated.append({"prefix": prefix, "count": len(layers), "tensors": template})
+            for i in range(len(layers)):
+                for rest in template:
+                    del flat[f"{prefix}.{i}.{rest}"]
         return {
             "model_class": self.model_class,
-            "tensors": {k: list(v) for k, v in self.tensors.items()},
+            "tensors": flat,
+            "repeated_layers": repeated,
             "optional": sorted(self.optional),
             "ignore_missing": list(self.ignore_missing),
             "ignore_unexpected": list(self.ignore_unexpected),
@@ -485,93 +511,99 @@ class ExpectedLayout:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ExpectedLayout":
+        tensors = {name: tuple(shape) for name, shape in data["tensors"].items()}
+        for stack in data["repeated_layers"]:
+            for i in range(stack["count"]):
+                for rest, shape in stack["tensors"].items():
+                    tensors[f"{stack['prefix']}.{i}.{rest}"] = tuple(shape)
         return cls(
             model_class=data["model_class"],
-            tensors={k: tuple(v) for k, v in data["tensors"].items()},
+            tensors=tensors,
             optional=frozenset(data["optional"]),
             ignore_missing=tuple(data["ignore_missing"]),
             ignore_unexpected=tuple(data["ignore_unexpected"]),
-            base_model_prefix=data.get("base_model_prefix", ""),
+            base_model_prefix=data["base_model_prefix"],
         )
 
 
-_EXPECTED: dict[str, ExpectedLayout | CannotVerify | ConfigRejected] = {}
-# Part of the cache key: bump when _build changes what it records.
-LAYOUT_VERSION = 2
+Outcome = ExpectedLayout | CannotVerify | ConfigRejected
+
+# The precomputed table: upstream_templates/layouts.json, written by make_layouts.py.
+# Bump LAYOUT_VERSION when _build or the JSON form changes what is recorded: a table of
+# another version is ignored (every config then takes the slow path) until regenerated.
+LAYOUTS_FILE = "layouts.json"
+LAYOUT_VERSION = 3
+# Keys that cannot change a tensor's name or shape are left out of the lookup key, so that
+# a copy saved by another transformers version (or in another dtype) finds its layout.
 UNSHAPING_CONFIG_KEYS = frozenset({"transformers_version", "_name_or_path", "use_cache", "torch_dtype", "dtype"})
+# Every outcome this process has looked up or built, by config key. Memory only: `check`
+# writes nothing, not even a cache in the user's home.
+_OUTCOMES: dict[str, Outcome] = {}
 
 
-def _package_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
+def config_key(config: dict[str, Any]) -> str:
+    """The lookup key of a config: sha256 of its shaping keys as canonical JSON."""
+    shaping = {k: v for k, v in config.items() if k not in UNSHAPING_CONFIG_KEYS}
+    canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
+
+def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
+    if isinstance(outcome, ExpectedLayout):
+        return {"layout": outcome.to_json()}
+    return {"cannot_verify" if isinstance(outcome, CannotVerify) else "rejected": str(outcome)}
+
+
+def outcome_from_json(data: dict[str, Any]) -> Outcome:
+    if "cannot_verify" in data:
+        return CannotVerify(data["cannot_verify"])
+    if "rejected" in data:
+        return ConfigRejected(data["rejected"])
+    return ExpectedLayout.from_json(data["layout"])
+
+
+@lru_cache(maxsize=1)
+def shipped_layouts() -> dict[str, dict[str, Any]]:
+    """config_key -> outcome JSON, for every upstream config the package ships a layout of.
+
+    Empty when the file is missing (a broken install: slow, not wrong) or was written for
+    another LAYOUT_VERSION.
+    """
     try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
-
-
-def cache_dir() -> Path | None:
-    """Where built layouts are kept between runs ($HFDOCTOR_CACHE_DIR; HFDOCTOR_NO_CACHE=1 disables)."""
-    if os.environ.get("HFDOCTOR_NO_CACHE"):
-        return None
-    base = os.environ.get("HFDOCTOR_CACHE_DIR")
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(xdg, "hfdoctor")
-    return Path(base) / "layouts"
+        table = json.loads(registry.data_file(LAYOUTS_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    if table.get("layout_version") != LAYOUT_VERSION:
+        return {}
+    return table["layouts"]
 
 
 def expected_layout(config: dict[str, Any]) -> ExpectedLayout:
     """Names and shapes of the model `config` declares; raises CannotVerify / ConfigRejected.
 
-    Built once per (config, transformers, torch) and remembered in memory and in the user
-    cache directory: the torch + transformers import is ~2 s, the build itself ~50 ms.
+    Looked up in the shipped table first (no torch, no transformers: ~1 ms), then among
+    the layouts this process built; otherwise built with transformers on the meta device
+    (~2-3 s for the torch + transformers import, ~50 ms per build) and kept in memory.
+    The table holds what the transformers version recorded in layouts.json builds;
+    tests/test_weights.py rebuilds it with the installed transformers to catch drift.
     """
-    # Keys that cannot change a tensor's name or shape are left out of the key, so that a
-    # fine-tune saved by another transformers version (or in another dtype) hits the cache.
-    shaping = {k: v for k, v in config.items() if k not in UNSHAPING_CONFIG_KEYS}
-    canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"), default=str)
-    versions = (f"layout={LAYOUT_VERSION} transformers={_package_version('transformers')} "
-                f"torch={_package_version('torch')}")
-    key = hashlib.sha256(f"{versions}\n{canonical}".encode()).hexdigest()
-    if key not in _EXPECTED:
-        _EXPECTED[key] = _load_or_build(key, config)
-    result = _EXPECTED[key]
+    key = config_key(config)
+    result = _OUTCOMES.get(key)
+    if result is None:
+        entry = shipped_layouts().get(key)
+        result = outcome_from_json(entry) if entry is not None else build_outcome(config)
+        _OUTCOMES[key] = result
     if isinstance(result, Exception):
         raise result
     return result
 
 
-def _load_or_build(key: str, config: dict[str, Any]) -> ExpectedLayout | CannotVerify | ConfigRejected:
-    directory = cache_dir()
-    path = directory / f"{key}.json" if directory else None
-    if path is not None and path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if "cannot_verify" in data:
-                return CannotVerify(data["cannot_verify"])
-            if "rejected" in data:
-                return ConfigRejected(data["rejected"])
-            return ExpectedLayout.from_json(data)
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # a damaged cache entry is rebuilt
+def build_outcome(config: dict[str, Any]) -> Outcome:
+    """What `_build` makes of a config, its refusals included (the slow path, and make_layouts.py)."""
     try:
-        result: ExpectedLayout | CannotVerify | ConfigRejected = _build(config)
+        return _build(config)
     except (CannotVerify, ConfigRejected) as err:
-        result = err
-    if path is not None and not (isinstance(result, CannotVerify) and "not installed" in str(result)):
-        if isinstance(result, ExpectedLayout):
-            data = result.to_json()
-        else:
-            data = {"cannot_verify" if isinstance(result, CannotVerify) else "rejected": str(result)}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only home only costs speed
-    return result
+        return err
 
 
 def _build(config: dict[str, Any]) -> ExpectedLayout:

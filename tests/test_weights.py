@@ -7,23 +7,26 @@ a data region that is a hole, so an 8B model costs a few hundred KB of disk.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM
-from hfdoctor import lineage
+from conftest import ROOT, UPSTREAM
+from hfdoctor import lineage, registry, weights
 from hfdoctor.check import run_rules
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules import selected_rules
 from hfdoctor.upstream import Upstream
 from hfdoctor.weights import (
     CannotVerify,
+    ExpectedLayout,
     WeightFileError,
     expected_layout,
     infer_weights_families,
@@ -45,14 +48,6 @@ MODELS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_layout_cache(tmp_path_factory):
-    """Keep the meta-model layout cache of these tests out of the user's home."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HFDOCTOR_CACHE_DIR", str(tmp_path_factory.mktemp("layout-cache")))
-        yield
-
-
 def checkpoint(tmp_path, folder: str, weights_of: str | None = None, shards: int = 4) -> "os.PathLike":
     """A copy of an upstream folder with sparse weights (of `weights_of`, default its own)."""
     dest = tmp_path / folder
@@ -63,6 +58,13 @@ def checkpoint(tmp_path, folder: str, weights_of: str | None = None, shards: int
         (dest / "model.safetensors.index.json").unlink()
     write_checkpoint(dest, model_tensors(source / "config.json"), weight_map, shards=shards)
     return dest
+
+
+def isolated_env(tmp_path) -> dict[str, str]:
+    """The environment of a `hfdoctor` subprocess: offline, with an empty home of its own."""
+    home = tmp_path / "home"
+    home.mkdir()
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
 
 
 def findings(path, rules=WEIGHT_RULES):
@@ -207,6 +209,104 @@ def test_expected_layout_names_the_real_index(folder):
         return
     required = set(expected.tensors) - expected.optional
     assert required <= set(index["weight_map"]) <= set(expected.tensors), folder
+
+
+# --- the shipped layouts (upstream_templates/layouts.json) -------------------------------
+
+
+def _make_layouts_module():
+    spec = importlib.util.spec_from_file_location("make_layouts", ROOT / "upstream_templates" / "make_layouts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shipped_layouts_are_what_transformers_builds():
+    """Every shipped layout equals a fresh meta-device build with the installed transformers."""
+    import transformers
+
+    make_layouts = _make_layouts_module()
+    table = json.loads(registry.data_file(weights.LAYOUTS_FILE).read_text(encoding="utf-8"))
+    rerun = (f"layouts.json was generated with transformers {table['transformers']}, this is "
+             f"{transformers.__version__}: rerun python upstream_templates/make_layouts.py")
+    assert table["layout_version"] == weights.LAYOUT_VERSION, rerun
+    rebuilt = make_layouts.build_layouts(make_layouts.upstream_configs(UPSTREAM))
+    assert set(rebuilt) == set(table["layouts"]), rerun
+    for key, entry in rebuilt.items():
+        assert entry == table["layouts"][key], f"{entry['sources']}: {rerun}"
+    # What the test above compares is what the rule sees: the compact form expands exactly.
+    qwen3_8b = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
+    assert weights.outcome_from_json(rebuilt[weights.config_key(qwen3_8b)]) == weights._build(qwen3_8b)
+
+
+def test_shipped_layout_needs_no_build_and_ignores_unshaping_keys(monkeypatch):
+    """A stock config (re-saved in another dtype by another version) comes from the table alone."""
+    def no_build(config):
+        raise AssertionError("built a layout the table ships")
+
+    monkeypatch.setattr(weights, "_OUTCOMES", {})
+    monkeypatch.setattr(weights, "_build", no_build)
+    config = json.loads((UPSTREAM / "Qwen--Qwen3-30B-A3B" / "config.json").read_text())
+    config.update(transformers_version="4.99.0", torch_dtype="float16", _name_or_path="/tmp/ft", use_cache=False)
+    expected = expected_layout(config)
+    assert expected.model_class == "Qwen3MoeForCausalLM"
+    assert len(expected.tensors) == 18867 and expected.tensors["model.layers.47.mlp.experts.127.down_proj.weight"] == (2048, 768)
+    quantized = json.loads((UPSTREAM / "openai--gpt-oss-20b" / "config.json").read_text())
+    with pytest.raises(CannotVerify, match="quantized"):
+        expected_layout(quantized)
+
+
+def test_unshipped_config_is_built_and_agrees_with_the_table(monkeypatch):
+    """A config the table lacks takes the transformers path; its layout equals the shipped one."""
+    monkeypatch.setattr(weights, "_OUTCOMES", {})
+    config = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
+    shipped = expected_layout(config)
+    changed = {**config, "initializer_range": 0.021}  # not a shape, but not in UNSHAPING_CONFIG_KEYS
+    assert weights.config_key(changed) not in weights.shipped_layouts()
+    assert expected_layout(changed) == shipped
+
+
+def _layout(tensors: dict[str, tuple[int, ...]]) -> ExpectedLayout:
+    return ExpectedLayout("XForCausalLM", tensors, frozenset({"lm_head.weight"}), (), (r"rotary_emb\.inv_freq",), "model")
+
+
+def test_compact_form_round_trips_regular_and_irregular_stacks():
+    """Identical layers are stored once; dense-then-MoE layers, or a gap, are stored name by name."""
+    dense = {"mlp.up_proj.weight": (16, 8), "input_layernorm.weight": (8,)}
+    moe = {"mlp.experts.0.up_proj.weight": (4, 8), "mlp.experts.1.up_proj.weight": (4, 8), "mlp.gate.weight": (2, 8)}
+    regular = {"model.embed_tokens.weight": (10, 8), **{f"model.layers.{i}.{k}": v for i in range(3) for k, v in dense.items()}}
+    first_dense = {**regular, **{f"model.layers.{i}.{k}": v for i in (3, 4) for k, v in moe.items()}}
+    vision = {**regular, **{f"vision.blocks.{i}.{k}": v for i in (0, 2) for k, v in dense.items()}}  # block 1 absent
+    for tensors, stored in ((regular, 1), (first_dense, len(first_dense)), (vision, 1 + 4)):
+        layout = _layout(tensors)
+        data = json.loads(json.dumps(layout.to_json()))
+        assert len(data["tensors"]) == stored
+        assert ExpectedLayout.from_json(data) == layout
+
+
+def test_check_of_a_stock_checkpoint_imports_no_torch_and_writes_nothing(tmp_path):
+    """`check` on a full-size Qwen3-8B: the layout comes from the table; no file appears anywhere."""
+    path = checkpoint(tmp_path, "Qwen--Qwen3-8B", shards=5)
+    before = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir())
+    env = isolated_env(tmp_path)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hfdoctor", "check", str(path), "--format", "json"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    assert "weights-config-mismatch" not in {f["rule"] for f in report["findings"]}
+    assert report["weights"]["verified_against"] == "Qwen3ForCausalLM"
+    imported = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert len(imported) > 100  # the -X importtime listing is there
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("torch", "transformers"))
+    assert not heavy, heavy[:10]
+    assert sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir()) == before
+    written = sorted(str(p.relative_to(env["HOME"])) for p in Path(env["HOME"]).rglob("*") if not p.is_dir())
+    # The template-analysis store (hfdoctor/chat/store.py, another module) still writes
+    # there; it is being removed. Anything else, a layout cache above all, fails here.
+    template_store = [w for w in written if w.startswith(".cache/hfdoctor/templates/")]
+    assert written == template_store, f"check wrote into the home directory: {written}"
+    if template_store:
+        pytest.xfail(f"hfdoctor/chat/store.py still writes {template_store} during check")
 
 
 # --- whole checkpoints -------------------------------------------------------------------
@@ -380,7 +480,7 @@ def test_cli_seed_000_reads_headers_only(tmp_path):
     path = checkpoint(tmp_path, "Qwen--Qwen3-8B", weights_of="meta-llama--Llama-3.1-8B")
     data_bytes = sum(p.stat().st_size for p in path.glob("*.safetensors"))
     assert data_bytes > 16e9
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HFDOCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    env = isolated_env(tmp_path)
     proc, io = run_measured([sys.executable, "-m", "hfdoctor", "check", str(path), "--format", "json"], env)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
