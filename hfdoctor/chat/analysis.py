@@ -31,6 +31,8 @@ from hfdoctor.chat.sandbox import Limits, StepGuard, StepTimeout, run_bounded, r
 if TYPE_CHECKING:
     from hfdoctor.repo import ModelRepo
 
+# The named special tokens transformers passes (PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES).
+SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # Kwargs clients pass to switch reasoning, and the values tried for each.
 KWARG_VALUES: dict[str, tuple[Any, ...]] = {
     "enable_thinking": (True, False),
@@ -371,7 +373,6 @@ def special_tokens_for_render(repo: "ModelRepo") -> dict[str, str]:
     image_token). special_tokens_map.json is read as transformers 5 reads it: only when
     tokenizer_config.json has no added_tokens_decoder, and then it wins.
     """
-    from hfdoctor.chat.render import SPECIAL_TOKEN_NAMES
     from hfdoctor.repo import token_content
 
     config = repo.tokenizer_config or {}

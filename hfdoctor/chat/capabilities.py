@@ -157,8 +157,8 @@ def expected_tokens(markers: list[str], vocab: dict[str, int], added_tokens: lis
     tag-shaped added token (`<thinking>` for `<think>`); other tags are plain text in
     their family (Qwen's `<tools>`, Qwen2.5's `<tool_response>`).
     """
-    has_brackets = any(BRACKET_MARKER.fullmatch(t) for t in vocab if t.startswith("["))
     tags = [t for t in added_tokens if TAG_MARKER.fullmatch(t)]
+    has_brackets: bool | None = None  # scanning the vocabulary costs; only when needed
     missing = []
     for marker in markers:
         if marker in vocab:
@@ -166,6 +166,8 @@ def expected_tokens(markers: list[str], vocab: dict[str, int], added_tokens: lis
         if PIPE_MARKER.fullmatch(marker) or FULLWIDTH_MARKER.fullmatch(marker):
             missing.append(marker)
         elif BRACKET_MARKER.fullmatch(marker):
+            if has_brackets is None:
+                has_brackets = any(BRACKET_MARKER.fullmatch(t) for t in vocab if t.startswith("["))
             if has_brackets:
                 missing.append(marker)
         elif _partner(marker) in vocab or difflib.get_close_matches(marker, tags, n=1, cutoff=0.8):

@@ -41,10 +41,10 @@ import jinja2.utils
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from hfdoctor.chat.analysis import has_generation_tag  # noqa: F401  (re-exported: part of this API)
+# Re-exported, part of this module's API; defined without jinja2 so that a cached
+# analysis never needs to import it.
+from hfdoctor.chat.analysis import SPECIAL_TOKEN_NAMES, has_generation_tag  # noqa: F401
 
-# The named special tokens transformers passes (PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES).
-SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # Names a message's reasoning is passed under; the first is the one templates read.
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 # Variables apply_chat_template always passes (besides the special tokens).
