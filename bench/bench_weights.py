@@ -4,19 +4,25 @@ Builds Qwen3-8B as the real upstream ships it (metadata from ../shared/upstream,
 safetensors shards laid out like the real model.safetensors.index.json, 16.4 GB of
 tensor data as sparse holes), then runs, each in a fresh process:
 
-  floor        python reading the same metadata files and the safetensors headers
-  check-meta   hfdoctor check on the metadata only (the index, no shards)
-  check-cold   hfdoctor check with the weights, empty layout cache (imports torch to
-               build the declared model on the meta device)
-  check-warm   the same again: the layout comes from the cache, torch is not imported
-  transformers what a user does today: AutoConfig + AutoTokenizer + apply_chat_template
-               + instantiating the model on the meta device
+  floor           python reading the same metadata files and the safetensors headers
+  check-meta      hfdoctor check on the metadata only (the index, no shards)
+  check-cold      hfdoctor check with the weights: the layout config.json declares comes
+                  from the shipped table (upstream_templates/layouts.json), no torch
+  check-unshipped the same with a config the table does not hold (initializer_range
+                  changed): transformers builds the model on the meta device
+  transformers    what a user does today: AutoConfig + AutoTokenizer + apply_chat_template
+                  + instantiating the model on the meta device
+
+Every run is a fresh process with HOME and XDG_CACHE_HOME pointing at a new empty
+directory, so nothing a previous run left in a user cache can help it (`check` writes no
+cache of its own; the bench counts the files a run leaves there anyway). The page cache
+is warm: wall times are those of a second invocation, not of a just-booted machine.
 
 Bytes come from /proc/<pid>/io of the child, read at its exit (waitid WNOWAIT):
 rchar is every byte read()/pread() returned, page cache and sparse holes included, so
 reading tensor data would show here even though holes cost no disk; read_bytes is what
 reached the block device, ~0 once the page cache is warm. rchar also counts the Python
-modules the process imports (.py/.pyc reads), which is why `check-cold` is higher.
+modules the process imports (.py/.pyc reads), which is why importing torch shows.
 
     python bench/bench_weights.py [--runs 3]
 """
@@ -68,26 +74,36 @@ with torch.device("meta"):
 """
 
 
-def build(workdir: Path) -> tuple[Path, Path]:
-    full, meta = workdir / "Qwen3-8B", workdir / "Qwen3-8B-metadata"
+def build(workdir: Path) -> tuple[Path, Path, Path]:
+    full, meta, unshipped = workdir / "Qwen3-8B", workdir / "Qwen3-8B-metadata", workdir / "Qwen3-8B-unshipped"
     shutil.copytree(QWEN3, full)
     shutil.copytree(QWEN3, meta)
     write_checkpoint(full, model_tensors(QWEN3 / "config.json"), upstream_weight_map(QWEN3))
-    return full, meta
+    shutil.copytree(full, unshipped)
+    config = json.loads((unshipped / "config.json").read_text())
+    config["initializer_range"] = 0.021  # shapes nothing, but the table is keyed on the exact config
+    (unshipped / "config.json").write_text(json.dumps(config, indent=2))
+    return full, meta, unshipped
 
 
-def measure(name: str, cmd: list[str], env: dict[str, str], runs: int, reset=None) -> dict:
-    walls, counters = [], {}
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
+
+
+def measure(name: str, cmd: list[str], env: dict[str, str], home: Path, runs: int) -> dict:
+    """Median wall of `runs` fresh processes, each with an empty HOME; io of the last one."""
+    walls, counters, left = [], {}, []
     for _ in range(runs):
-        if reset:
-            reset()
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir()
         start = time.perf_counter()
         proc, counters = run_measured(cmd, env)
         walls.append(time.perf_counter() - start)
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{name} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        left = files_under(home)
     return {"name": name, "wall": statistics.median(walls), "rchar": counters["rchar"],
-            "read_bytes": counters["read_bytes"], "out": proc.stdout}
+            "read_bytes": counters["read_bytes"], "out": proc.stdout, "home_files": left}
 
 
 def main() -> None:
@@ -96,9 +112,12 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hfdoctor-bench-") as tmp:
         workdir = Path(tmp)
-        full, meta = build(workdir)
-        cache = workdir / "layout-cache"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HFDOCTOR_CACHE_DIR": str(cache), "TOKENIZERS_PARALLELISM": "false"}
+        full, meta, unshipped = build(workdir)
+        home = workdir / "home"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+               "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+        for variable in ("HFDOCTOR_CACHE_DIR", "HFDOCTOR_NO_CACHE", "HF_HOME", "HF_HUB_CACHE"):
+            env.pop(variable, None)
         check = [sys.executable, "-m", "hfdoctor", "check", "--format", "json"]
         shards = sorted(full.glob("*.safetensors"))
         apparent = sum(p.stat().st_size for p in shards)
@@ -109,26 +128,28 @@ def main() -> None:
               f"metadata files {metadata / MB:.2f} MB, safetensors headers {headers / 1024:.0f} KB")
 
         results = [
-            measure("floor", [sys.executable, "-c", FLOOR, str(full)], env, args.runs),
-            measure("check-meta", [*check, str(meta)], env, args.runs),
-            measure("check-cold", [*check, str(full)], env, args.runs, reset=lambda: shutil.rmtree(cache, True)),
-            measure("check-warm", [*check, str(full)], env, args.runs),
-            measure("transformers", [sys.executable, "-c", TRANSFORMERS, str(full)], env, args.runs),
+            measure("floor", [sys.executable, "-c", FLOOR, str(full)], env, home, args.runs),
+            measure("check-meta", [*check, str(meta)], env, home, args.runs),
+            measure("check-cold", [*check, str(full)], env, home, args.runs),
+            measure("check-unshipped", [*check, str(unshipped)], env, home, args.runs),
+            measure("transformers", [sys.executable, "-c", TRANSFORMERS, str(full)], env, home, args.runs),
         ]
         by = {r["name"]: r for r in results}
-        report = json.loads(by["check-warm"]["out"])
-        rules = sorted({f["rule"] for f in report["findings"]})
-        print(f"check findings on the real layout: {rules or 'none'}; weights: {report.get('weights')}")
-        print(f"\n{'run':<13}{'wall s':>8}{'rchar MB':>11}{'read_bytes MB':>15}")
+        for name in ("check-cold", "check-unshipped"):
+            report = json.loads(by[name]["out"])
+            rules = sorted({f["rule"] for f in report["findings"]})
+            print(f"{name}: findings {rules or 'none'}; weights: {report.get('weights')}")
+        print(f"\n{'run':<16}{'wall s':>8}{'rchar MB':>11}{'read_bytes MB':>15}  files left in HOME")
         for r in results:
-            print(f"{r['name']:<13}{r['wall']:>8.2f}{r['rchar'] / MB:>11.1f}{r['read_bytes'] / MB:>15.1f}")
+            print(f"{r['name']:<16}{r['wall']:>8.2f}{r['rchar'] / MB:>11.1f}{r['read_bytes'] / MB:>15.1f}"
+                  f"  {len(r['home_files'])} {r['home_files'][:2] if r['home_files'] else ''}")
         base = by["transformers"]
         print("\nratios (lower is better)")
-        for name in ("check-warm", "check-cold"):
+        for name in ("check-cold", "check-unshipped"):
             r = by[name]
             print(f"  {name} / transformers: wall {r['wall'] / base['wall']:.2f}x, rchar {r['rchar'] / base['rchar']:.2f}x")
             print(f"  {name} / floor:        wall {r['wall'] / by['floor']['wall']:.2f}x")
-        for name in ("check-warm", "check-cold"):
+        for name in ("check-cold", "check-unshipped"):
             beyond_meta = by[name]["rchar"] - by["check-meta"]["rchar"]
             print(f"  {name}: read beyond the metadata-only check {beyond_meta / MB:.1f} MB "
                   f"(target < 64 MB), of {apparent / MB:,.0f} MB of tensor data; wall {by[name]['wall']:.2f} s (target < 2 s)")
