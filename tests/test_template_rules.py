@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, check_json, rules_fired
+from conftest import ROOT, UPSTREAM, check_json, rules_fired
 from hfdoctor.chat import analysis as analysis_mod
 from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import analyze, run_analysis
@@ -398,8 +398,7 @@ def test_capabilities_of_real_templates():
         "object, JSON string (double-encoded)"
 
 
-def test_one_analysis_per_template_then_the_store(monkeypatch, tmp_path):
-    monkeypatch.setenv("HFDOCTOR_CACHE_DIR", str(tmp_path))
+def _count_analyses(monkeypatch) -> list:
     runs = []
     real = analysis_mod.run_analysis
 
@@ -408,21 +407,40 @@ def test_one_analysis_per_template_then_the_store(monkeypatch, tmp_path):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(analysis_mod, "run_analysis", counting)
-    first = check_target(str(UPSTREAM / LLAMA), upstream=LOCAL_UPSTREAM)
+    return runs
+
+
+def test_one_analysis_per_template(monkeypatch):
+    runs = _count_analyses(monkeypatch)
+    # lmstudio's Qwen3 carries the April 2025 template: not shipped precomputed.
+    check_target(str(UPSTREAM / "lmstudio-community--Qwen3-1.7B-MLX-bf16"), upstream=LOCAL_UPSTREAM)
     assert len(runs) == 1  # TOK004 and every TPL rule share one analysis
-    second = check_target(str(UPSTREAM / LLAMA), upstream=LOCAL_UPSTREAM)
-    assert len(runs) == 1  # read back from the user cache
-    assert [f.to_json() for f in first.findings] == [f.to_json() for f in second.findings]
-    assert first.sections["template"] == second.sections["template"]
 
 
-def test_stopped_analyses_are_not_stored(monkeypatch, tmp_path):
+def test_canonical_template_comes_precomputed(monkeypatch):
+    runs = _count_analyses(monkeypatch)
+    report = check_target(str(UPSTREAM / QWEN3), upstream=LOCAL_UPSTREAM)
+    assert runs == []  # read from upstream_templates/analyses/, nothing rendered
+    assert {"prefix-instability", "train-inference-mismatch"} <= {f.rule for f in report.findings}
+
+
+def test_shipped_analyses_equal_fresh_ones():
+    """Run upstream_templates/make_analyses.py when this fails (renderer or corpus changed)."""
+    import importlib.util
+
     from hfdoctor.chat import store
+    from hfdoctor.registry import data_file
 
-    monkeypatch.setenv("HFDOCTOR_CACHE_DIR", str(tmp_path))
-    hostile = run_analysis(HOSTILE["sandbox escape"], {})
-    store.save(hostile, {})
-    assert store.load(hostile.text, {}, False) is None
+    spec = importlib.util.spec_from_file_location("make_analyses", ROOT / "upstream_templates" / "make_analyses.py")
+    make_analyses = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_analyses)
+    entries = make_analyses.canonical_entries(UPSTREAM)
+    assert len(entries) >= 8
+    shipped = {p.name for p in (ROOT / "upstream_templates" / store.DIRECTORY).glob("*.json")}
+    assert shipped == {f"{store.key(text, tokens, False)}.json" for _, text, tokens in entries}
+    for repo_id, text, tokens in entries:
+        stored = json.loads(data_file(f"{store.DIRECTORY}/{store.key(text, tokens, False)}.json").read_text())
+        assert stored["analysis"] == json.loads(json.dumps(store.to_json(run_analysis(text, tokens)))), repo_id
 
 
 def test_untrusted_templates_run_in_the_bounded_worker(monkeypatch):

@@ -338,8 +338,8 @@ _CACHE: "weakref.WeakKeyDictionary[ModelRepo, dict[tuple[str, bool], TemplateAna
 def analyze(repo: "ModelRepo", text: str, *, tool_use: bool = False) -> TemplateAnalysis:
     """The analysis of `text` rendered with this repo's special tokens.
 
-    Cached on the repo (every rule shares it) and in the user cache directory (a
-    pre-push hook re-checks the same template again and again; see store.py).
+    Cached on the repo, so every rule shares it; an upstream canonical template with
+    upstream tokens comes precomputed with hfdoctor (store.py).
     """
     from hfdoctor.chat import store
 
@@ -348,10 +348,7 @@ def analyze(repo: "ModelRepo", text: str, *, tool_use: bool = False) -> Template
     if key not in per_repo:
         special_tokens = special_tokens_for_render(repo)
         analysis = store.load(text, special_tokens, tool_use)
-        if analysis is None:
-            analysis = run_analysis(text, special_tokens, tool_use)
-            store.save(analysis, special_tokens)
-        per_repo[key] = analysis
+        per_repo[key] = analysis if analysis is not None else run_analysis(text, special_tokens, tool_use)
     return per_repo[key]
 
 
