@@ -54,7 +54,7 @@ def vocab_sample(vocab: dict[str, int] | None) -> str | None:
     """Hash of the tokens at fixed ids: equal for equal base vocabularies."""
     if not vocab:
         return None
-    by_id = {v: k for k, v in vocab.items()}
+    by_id = dict(zip(vocab.values(), vocab.keys()))
     if not all(i in by_id for i in VOCAB_SAMPLE_IDS):
         return None
     return hashlib.sha256("\n".join(by_id[i] for i in VOCAB_SAMPLE_IDS).encode()).hexdigest()[:16]

@@ -349,7 +349,7 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if not vocab:
         return
     max_id = max(vocab.values())
-    top_token = {v: k for k, v in vocab.items()}[max_id]
+    top_token = dict(zip(vocab.values(), vocab.keys()))[max_id]
     view = repo_weights(repo)
     tensors = view.main_tensors()
     layout = weights_layout(tensors)
