@@ -243,9 +243,10 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     weights under a Qwen3-8B config and tokenizer produce fluent nonsense, never think, and
     ignore every Qwen-only token.
 
-    hfdoctor builds the declared model on torch's meta device (no memory, no download,
-    never trust_remote_code), takes the tensor names and shapes transformers would save,
-    and compares them with the safetensors headers. The message counts the missing,
+    The expected names and shapes are what transformers would save for the declared
+    model: precomputed for the known upstream configurations (upstream_templates/
+    layouts.json, no torch needed), otherwise built on torch's meta device (no memory, no
+    download, never trust_remote_code). They are compared with the safetensors headers. The message counts the missing,
     unexpected and wrong-shaped tensors with examples, and says what the weights look
     like instead (layers, hidden size, vocabulary, q_norm/k_norm, biases) and which known
     models have that shape. Tied embeddings (lm_head absent) are accepted. Extra tensors
