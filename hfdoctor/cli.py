@@ -38,6 +38,15 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+class CheckFormat(str, Enum):
+    """check also speaks the formats CI systems read."""
+
+    text = "text"
+    json = "json"
+    github = "github"
+    sarif = "sarif"
+
+
 class FailOn(str, Enum):
     error = "error"
     warning = "warning"
@@ -106,7 +115,9 @@ UPSTREAM_HELP = ("Directory of upstream model folders named <org>--<name>/ (repe
 @app.command()
 def check(
     targets: List[str] = typer.Argument(..., help="Checkpoint directories (or Hub repo ids found in the local cache)."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
+    output_format: CheckFormat = typer.Option(
+        CheckFormat.text, "--format", help="text, json, github (Actions annotations) or sarif (code scanning)."
+    ),
     select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules: codes, names or prefixes (comma-separated)."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules: codes, names or prefixes."),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Lowest severity that makes the exit code 1."),
@@ -129,11 +140,19 @@ def check(
     raise typer.Exit(exit_code(reports, Severity.parse(fail_on.value)))
 
 
-def emit(reports, output_format: OutputFormat) -> None:
-    if output_format is OutputFormat.json:
+def emit(reports, output_format: CheckFormat) -> None:
+    if output_format is CheckFormat.json:
         from hfdoctor.report.json_report import write_json
 
         print(write_json(reports))
+    elif output_format is CheckFormat.github:
+        from hfdoctor.report.github import write_github
+
+        print(write_github(reports))
+    elif output_format is CheckFormat.sarif:
+        from hfdoctor.report.sarif import write_sarif
+
+        print(write_sarif(reports))
     else:
         from hfdoctor.report.text import write_text
 

@@ -147,3 +147,23 @@ def test_offline_machine_does_not_wait_on_the_hub(copy_upstream):
     proc = subprocess.run([sys.executable, "-m", "hfdoctor", "check", str(folder)], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert time.monotonic() - start < 20
+
+
+def test_github_annotations():
+    proc = run_cli("check", str(FIXTURE), "--format", "github")
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 1
+    assert any(l.startswith("::error file=") and "README.md,line=5,title=CARD001 base-model-mismatch::" in l for l in lines)
+    assert all(l.startswith("::") and "\n" not in l for l in lines)
+
+
+def test_sarif_is_valid_shape():
+    proc = run_cli("check", str(FIXTURE), "--format", "sarif")
+    sarif = json.loads(proc.stdout)
+    run = sarif["runs"][0]
+    rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert sarif["version"] == "2.1.0" and "TPL001" in rule_ids
+    for result in run["results"]:
+        assert rule_ids[result["ruleIndex"]] == result["ruleId"]
+        assert result["level"] in ("error", "warning", "note")
+        assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith(str(FIXTURE))
