@@ -78,7 +78,8 @@ def known_tokens(repo: ModelRepo) -> dict[str, int | None]:
         name = repo.special_token(key)
         if name is not None and name not in tokens:
             tokens[name] = None
-    for extra in (repo.tokenizer_config or {}).get("additional_special_tokens") or []:
+    extras = (repo.tokenizer_config or {}).get("additional_special_tokens")
+    for extra in extras if isinstance(extras, list) else []:
         name = token_content(extra)
         if name is not None and name not in tokens:
             tokens[name] = None

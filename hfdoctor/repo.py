@@ -260,15 +260,13 @@ class ModelRepo:
         vocab: dict[str, int] = {}
         tok = self.tokenizer_json
         if tok is not None:
-            model = tok.get("model") or {}
+            model = tok.get("model") if isinstance(tok.get("model"), dict) else {}
             base = model.get("vocab")
             if isinstance(base, dict):
                 vocab.update(_int_values(base))
             elif isinstance(base, list):  # Unigram: [[piece, score], ...]
                 vocab.update({p[0]: i for i, p in enumerate(base) if isinstance(p, list) and p})
-            for added in tok.get("added_tokens") or []:
-                if isinstance(added, dict) and isinstance(added.get("id"), int):
-                    vocab[str(added.get("content"))] = added["id"]
+            vocab.update({token: token_id for token_id, token in self.tokenizer_json_added.items()})
             return vocab or None
         base_vocab = self.json_object("vocab.json")
         if isinstance(base_vocab, dict):
@@ -297,13 +295,17 @@ class ModelRepo:
         return result
 
     @cached_property
+    def tokenizer_json_added_entries(self) -> list[dict[str, Any]]:
+        """tokenizer.json's added_tokens entries that are well formed (an int id)."""
+        added_tokens = (self.tokenizer_json or {}).get("added_tokens")
+        if not isinstance(added_tokens, list):
+            return []
+        return [a for a in added_tokens if isinstance(a, dict) and isinstance(a.get("id"), int)]
+
+    @cached_property
     def tokenizer_json_added(self) -> dict[int, str]:
         """id -> content from tokenizer.json's added_tokens."""
-        result: dict[int, str] = {}
-        for added in (self.tokenizer_json or {}).get("added_tokens") or []:
-            if isinstance(added, dict) and isinstance(added.get("id"), int):
-                result[added["id"]] = str(added.get("content"))
-        return result
+        return {a["id"]: str(a.get("content")) for a in self.tokenizer_json_added_entries}
 
     def token_id(self, token: str) -> int | None:
         return (self.vocab or {}).get(token)

@@ -727,8 +727,7 @@ def _vocabulary(repo: ModelRepo):
     from hfdoctor.chat.consistency import Vocabulary
 
     added = {*repo.tokenizer_json_added.values(), *repo.added_tokens_decoder.values()}
-    lstrip = {str(t.get("content")) for t in (repo.tokenizer_json or {}).get("added_tokens") or []
-              if isinstance(t, dict) and t.get("lstrip")}
+    lstrip = {str(t.get("content")) for t in repo.tokenizer_json_added_entries if t.get("lstrip")}
     return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer)
 
 
