@@ -171,6 +171,24 @@ def test_worker_that_hangs_outside_python_is_killed_at_the_deadline():
     assert result.messages == ["started"] and result.failure == "timeout" and not result.finished
 
 
+def test_worker_is_killed_and_reaped_when_collecting_fails(monkeypatch):
+    import os
+
+    from hfdoctor.chat import sandbox
+
+    children = []
+
+    def failing_collect(pid, read_fd, limits):
+        children.append(pid)
+        raise KeyboardInterrupt  # Ctrl-C while the parent waits for the child
+
+    monkeypatch.setattr(sandbox, "_collect", failing_collect)
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded(lambda emit, guard: __import__("time").sleep(30), Limits(total_s=60.0))
+    with pytest.raises(ChildProcessError):  # killed and reaped: no process, no zombie left
+        os.waitpid(children[0], os.WNOHANG)
+
+
 # --- TPL005 template-unknown-token ------------------------------------------------------------
 
 

@@ -96,13 +96,24 @@ def run_bounded(work: Work, limits: Limits | None = None) -> RunResult:
     if not can_fork():
         return run_in_process(work)
     read_fd, write_fd = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid == 0:  # the child
         os.close(read_fd)
         _child(work, write_fd, limits)  # never returns
     os.close(write_fd)
     try:
         return _collect(pid, read_fd, limits)
+    except BaseException:
+        # Interrupted while collecting (Ctrl-C, a bad message): leave no child running
+        # and no zombie behind.
+        _kill(pid)
+        _reap(pid)
+        raise
     finally:
         os.close(read_fd)
 
@@ -208,4 +219,11 @@ def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # already reaped
         pass
