@@ -209,6 +209,7 @@ class Style:
     escape_html: bool = False  # "<", ">", "&" written as \u003c... (Go, .NET, Jackson)
     upper_hex: bool = False  # \u00E9 rather than json.dumps' \u00e9
     inline_scalar_lists: bool = False  # [1, 2] on one line even in an indented file
+    newline: str = "\n"  # "\r\n" in a file saved on Windows
 
 
 def detect_style(data: bytes, ensure_ascii_default: bool = True) -> Style:
@@ -238,6 +239,8 @@ def detect_style(data: bytes, ensure_ascii_default: bool = True) -> Style:
     else:
         ensure_ascii = ensure_ascii_default
     hex_digits = b"".join(m.group(1) for m in _UNICODE_ESCAPE.finditer(data))
+    first_newline = data.find(b"\n")
+    crlf = first_newline > 0 and data[first_newline - 1] == 0x0D
     return Style(
         indent=indent,
         key_separator=key_separator,
@@ -247,6 +250,7 @@ def detect_style(data: bytes, ensure_ascii_default: bool = True) -> Style:
         escape_html=_ESCAPED_HTML.search(data) is not None,
         upper_hex=re.search(rb"[A-F]", hex_digits) is not None and re.search(rb"[a-f]", hex_digits) is None,
         inline_scalar_lists=indent is None or inline_lists,
+        newline="\r\n" if crlf else "\n",
     )
 
 
@@ -313,9 +317,9 @@ def encode_value(value: Any, style: Style, line_indent: str = "") -> str:
         scalars = all(not isinstance(v, (dict, list, tuple)) for v in value)
         if style.indent is None or (scalars and style.inline_scalar_lists):
             return "[" + style.item_separator.join(encode_value(v, style, line_indent) for v in value) + "]"
-        inner = line_indent + style.indent
-        body = ",\n".join(inner + encode_value(v, style, inner) for v in value)
-        return "[\n" + body + "\n" + line_indent + "]"
+        inner, newline = line_indent + style.indent, style.newline
+        body = ("," + newline).join(inner + encode_value(v, style, inner) for v in value)
+        return "[" + newline + body + newline + line_indent + "]"
     if isinstance(value, dict):
         if not value:
             return "{}"
@@ -323,12 +327,12 @@ def encode_value(value: Any, style: Style, line_indent: str = "") -> str:
             return "{" + style.item_separator.join(
                 encode_string(str(k), style) + style.key_separator + encode_value(v, style) for k, v in value.items()
             ) + "}"
-        inner = line_indent + style.indent
-        body = ",\n".join(
+        inner, newline = line_indent + style.indent, style.newline
+        body = ("," + newline).join(
             inner + encode_string(str(k), style) + style.key_separator + encode_value(v, style, inner)
             for k, v in value.items()
         )
-        return "{\n" + body + "\n" + line_indent + "}"
+        return "{" + newline + body + newline + line_indent + "}"
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
@@ -405,8 +409,8 @@ def insert_member(data: bytes, obj_start: int, key: str, value: Any, style: Styl
             return Splice(obj_start + 1, close, text)
         outer = line_indent_at(data, obj_start)
         inner = outer + style.indent
-        text = "\n" + inner + encode_string(key, style) + style.key_separator + encode_value(value, style, inner)
-        return Splice(obj_start + 1, close, text + "\n" + outer)
+        text = style.newline + inner + encode_string(key, style) + style.key_separator + encode_value(value, style, inner)
+        return Splice(obj_start + 1, close, text + style.newline + outer)
     # The bytes between two siblings (comma, newline, indentation) are what goes between
     # the new member and its neighbour; the most common gap, so that one odd line in a
     # hand-edited file is not copied.

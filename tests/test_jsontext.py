@@ -306,3 +306,20 @@ def test_set_value_refuses_what_it_cannot_do_exactly():
     assert jt.set_value(data, "/s/x", 1, style) is None  # through a string
     assert jt.set_value(data, "/a/7", 1, style) is None  # past the end of an array
     assert jt.set_value(b'{"a": ', "/a", 1, style) is None  # broken text
+
+
+@pytest.mark.parametrize("style", ["2 spaces", "4 spaces", "tabs"])
+def test_crlf_files_get_crlf_line_ends(style):
+    """A file saved on Windows: new lines end in \\r\\n like the others, never a mix."""
+    def crlf(doc) -> bytes:
+        return json.dumps(doc, sort_keys=True, **DUMPS_STYLES[style]).replace("\n", "\r\n").encode() + b"\r\n"
+
+    data = crlf(GEN)
+    assert jt.detect_style(data).newline == "\r\n"
+    new = jt.add_to_id_list(data, "/eos_token_id", 151645, jt.detect_style(data)).apply(data)
+    assert new == crlf({**GEN, "eos_token_id": [151643, 151645]})
+    for key in DOC:
+        assert reinsert(crlf(DOC), jt.make_pointer(key), DOC[key]) == crlf(DOC), key
+    empty = crlf({"a": {}, "b": 1})
+    new = jt.set_value(empty, "/a/k", {"x": [1, {"y": 2}]}, jt.detect_style(empty)).apply(empty)
+    assert new == crlf({"a": {"k": {"x": [1, {"y": 2}]}}, "b": 1})
