@@ -155,6 +155,18 @@ def test_hostile_templates_end_as_findings_within_bounds(tmp_path):
     assert time.monotonic() - started < 30  # the bound, not a benchmark: bench/ measures speed
 
 
+def test_a_huge_raise_exception_message_is_cut_short():
+    result = run_analysis("{{ raise_exception('x' * 10000000) }}", {"eos_token": "</s>"})
+    assert result.fatal is None and result.renders
+    assert all(o.error.kind == "declined" and len(o.error.message) <= 500 for o in result.renders.values())
+
+
+def test_the_first_oversized_message_is_the_one_reported():
+    result = run_analysis("{{ 'x' * 400 }}", {"eos_token": "</s>"}, limits=Limits(message_bytes=300))
+    assert result.fatal is not None and result.fatal[1].kind == "too-large"
+    assert result.fatal[0] == analysis_mod.render_key(*analysis_mod.DEFAULT_RENDERS[0])
+
+
 def test_doubling_string_is_stopped_by_the_memory_cap():
     text = "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"
     result = run_analysis(text, {"eos_token": "</s>"})

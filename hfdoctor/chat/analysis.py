@@ -43,6 +43,7 @@ THINKING_KWARGS = ("enable_thinking", "thinking")
 # strftime_now is pinned, so two renders of the same input are equal whenever they run.
 FIXED_NOW = datetime(2025, 1, 15, 12, 0, 0)
 MAX_RENDER_CHARS = 1 << 20  # a chat prompt of a megabyte is already a bug
+MAX_MESSAGE_CHARS = 500  # of an exception message: the template chooses what it raises
 
 # Renders without kwargs: (conversation, add_generation_prompt).
 DEFAULT_RENDERS: tuple[tuple[str, bool], ...] = (
@@ -148,10 +149,10 @@ def classify(err: BaseException) -> RenderError:
     from hfdoctor.chat.render import TemplateRaised
 
     name = type(err).__name__
-    message = str(err)
+    message = str(err)[:MAX_MESSAGE_CHARS]
     line = _template_line(err)
     if isinstance(err, jinja2.TemplateSyntaxError):
-        return RenderError("syntax", name, err.message or message, err.lineno)
+        return RenderError("syntax", name, (err.message or message)[:MAX_MESSAGE_CHARS], err.lineno)
     if isinstance(err, TemplateRaised):
         return RenderError("declined", name, message, line)
     if isinstance(err, StepTimeout):
@@ -166,7 +167,7 @@ def classify(err: BaseException) -> RenderError:
     if isinstance(err, jinja2.UndefinedError):
         missing = re.match(r"'([A-Za-z_]\w*)' is undefined", message)
         return RenderError("undefined", name, message, line, missing.group(1) if missing else None)
-    return RenderError("error", name, message[:500], line)
+    return RenderError("error", name, message, line)
 
 
 # --- the worker: runs in the bounded child process ----------------------------------
@@ -309,7 +310,7 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
             current = None
             if outcome.error is not None and outcome.error.fatal:
                 analysis.fatal = (key, outcome.error)
-        elif tag == "too-large":
+        elif tag == "too-large" and analysis.fatal is None:  # the first one: the child goes on
             analysis.fatal = (current, RenderError("too-large", "OutputTooLarge",
                                                    f"a render produced {message[1]:,} bytes"))
         elif tag == "crashed":
