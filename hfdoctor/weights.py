@@ -34,7 +34,7 @@ import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from hfdoctor import registry
 
@@ -529,22 +529,83 @@ class ExpectedLayout:
 Outcome = ExpectedLayout | CannotVerify | ConfigRejected
 
 # The precomputed table: upstream_templates/layouts.json, written by make_layouts.py.
-# Bump LAYOUT_VERSION when _build or the JSON form changes what is recorded: a table of
-# another version is ignored (every config then takes the slow path) until regenerated.
+# Bump LAYOUT_VERSION when _build, the JSON form or config_key changes what is recorded: a
+# table of another version is ignored (every config then takes the slow path) until regenerated.
 LAYOUTS_FILE = "layouts.json"
-LAYOUT_VERSION = 3
-# Keys that cannot change a tensor's name or shape are left out of the lookup key, so that
-# a copy saved by another transformers version (or in another dtype) finds its layout.
-UNSHAPING_CONFIG_KEYS = frozenset({"transformers_version", "_name_or_path", "use_cache", "torch_dtype", "dtype"})
+LAYOUT_VERSION = 4
+
+
+def _is_number(value: Any, low: float, high: float, kinds: tuple[type, ...] = (int, float)) -> bool:
+    return isinstance(value, kinds) and not isinstance(value, bool) and low <= value <= high
+
+
+def _is_token_ids(value: Any) -> bool:
+    return all(i is None or _is_number(i, 0, math.inf, (int,)) for i in (value if isinstance(value, list) else [value]))
+
+
+def _is_default_rope(value: Any) -> bool:
+    # What transformers 5 writes for a plain rope_theta: {"rope_theta": ..., "rope_type": "default"}.
+    return (isinstance(value, dict) and value.get("rope_type") == "default" and set(value) <= {"rope_type", "rope_theta"}
+            and _is_number(value.get("rope_theta", 1.0), 1, 1e12))
+
+
+def _is_attention_layer_types(value: Any, config: dict[str, Any]) -> bool:
+    # Full and sliding-window attention layers hold the same tensors; other layer types
+    # (linear attention, mamba) may not, and transformers refuses a list of the wrong length.
+    return (isinstance(value, list) and len(value) == config.get("num_hidden_layers")
+            and all(t in ("full_attention", "sliding_attention") for t in value))
+
+
+# Keys that change no tensor's name or shape, and do not make transformers refuse the config,
+# as long as their value passes the test beside them. Such a key is left out of the lookup
+# key, so a fine-tune re-saved by another transformers version (another dtype, rope_theta,
+# context length, token ids, an explicit layer_types...) finds its shipped layout. A value
+# that fails the test (a negative eps, an unknown activation) stays in the key: transformers
+# judges it on the slow path. Only configs the table ships can hit it, and tests/
+# test_weights.py proves every key here on each shipped model type (change or delete it,
+# rebuild on the meta device, same outcome). Keys whose effect depends on the model type
+# (tie_word_embeddings, head_dim, rope_scaling dicts, partial_rotary_factor) stay in the key.
+NON_SHAPING_CONFIG_KEYS: dict[str, Callable[[Any, dict[str, Any]], bool]] = {
+    "transformers_version": lambda v, c: True,
+    "_name_or_path": lambda v, c: True,
+    "use_cache": lambda v, c: True,
+    "torch_dtype": lambda v, c: True,
+    "dtype": lambda v, c: True,
+    "initializer_range": lambda v, c: _is_number(v, 0, 1, (float,)),
+    "attention_dropout": lambda v, c: _is_number(v, 0, 1, (float,)),
+    "rms_norm_eps": lambda v, c: _is_number(v, 0, 1, (float,)),
+    "rope_theta": lambda v, c: _is_number(v, 1, 1e12),
+    "rope_parameters": lambda v, c: _is_default_rope(v),
+    "rope_scaling": lambda v, c: v is None,
+    "max_position_embeddings": lambda v, c: _is_number(v, 1, 2**40, (int,)),
+    "bos_token_id": lambda v, c: _is_token_ids(v),
+    "eos_token_id": lambda v, c: _is_token_ids(v),
+    "pad_token_id": lambda v, c: _is_token_ids(v),
+    "sliding_window": lambda v, c: v is None or _is_number(v, 1, 2**40, (int,)),
+    "use_sliding_window": lambda v, c: isinstance(v, bool),
+    "max_window_layers": lambda v, c: _is_number(v, 0, 2**40, (int,)),
+    "hidden_act": lambda v, c: v in ("silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new", "relu"),
+    "layer_types": _is_attention_layer_types,
+}
 # Every outcome this process has looked up or built, by config key. Memory only: `check`
 # writes nothing, not even a cache in the user's home.
 _OUTCOMES: dict[str, Outcome] = {}
 
 
+def shaping_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The part of a config that can change the layout: what config_key hashes."""
+    shaping = {
+        key: value for key, value in config.items()
+        if not (key in NON_SHAPING_CONFIG_KEYS and NON_SHAPING_CONFIG_KEYS[key](value, config))
+    }
+    if isinstance(shaping.get("architectures"), list):
+        shaping["architectures"] = shaping["architectures"][:1]  # _build reads only the first
+    return shaping
+
+
 def config_key(config: dict[str, Any]) -> str:
-    """The lookup key of a config: sha256 of its shaping keys as canonical JSON."""
-    shaping = {k: v for k, v in config.items() if k not in UNSHAPING_CONFIG_KEYS}
-    canonical = json.dumps(shaping, sort_keys=True, separators=(",", ":"), default=str)
+    """The lookup key of a config: sha256 of its shaping part as canonical JSON."""
+    canonical = json.dumps(shaping_config(config), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 

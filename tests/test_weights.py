@@ -261,9 +261,90 @@ def test_unshipped_config_is_built_and_agrees_with_the_table(monkeypatch):
     monkeypatch.setattr(weights, "_OUTCOMES", {})
     config = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
     shipped = expected_layout(config)
-    changed = {**config, "initializer_range": 0.021}  # not a shape, but not in UNSHAPING_CONFIG_KEYS
+    # Not a shape, but a rope_scaling dict can make transformers refuse a config: it stays in the key.
+    changed = {**config, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
     assert weights.config_key(changed) not in weights.shipped_layouts()
     assert expected_layout(changed) == shipped
+
+
+def _other_values(key: str, config: dict) -> list:
+    """Values of a non-shaping key unlike the config's own, each one config_key drops."""
+    layers = config["num_hidden_layers"]
+    return {
+        "transformers_version": ["4.30.0"], "_name_or_path": ["/tmp/finetune"], "use_cache": [False],
+        "torch_dtype": ["float32"], "dtype": ["float16"],
+        "initializer_range": [0.006], "attention_dropout": [0.1], "rms_norm_eps": [1e-3],
+        "rope_theta": [12345, 7.5e6], "rope_parameters": [{"rope_theta": 2e6, "rope_type": "default"}],
+        "rope_scaling": [None], "max_position_embeddings": [1024, 1_048_576],
+        "bos_token_id": [None, 7], "eos_token_id": [[3, 9], None], "pad_token_id": [None, 0],
+        "sliding_window": [None, 4096], "use_sliding_window": [True, False], "max_window_layers": [0, layers],
+        "hidden_act": ["silu", "gelu_pytorch_tanh"],
+        "layer_types": [["sliding_attention"] * layers, ["sliding_attention", "full_attention"] * (layers // 2)
+                        + ["full_attention"] * (layers % 2)],
+    }[key]
+
+
+def _outcome_text(outcome) -> str:
+    return repr(outcome) if isinstance(outcome, Exception) else json.dumps(outcome.to_json(), sort_keys=True)
+
+
+# One shipped config of each model type: a key that shapes nothing in one config of a type
+# shapes nothing in the others (same model class, same code).
+ONE_PER_MODEL_TYPE = sorted({
+    json.loads(p.read_text())["model_type"]: p.parent.name
+    for p in sorted(UPSTREAM.glob("*/config.json"), reverse=True)
+}.values())
+
+
+@pytest.mark.parametrize("folder", ONE_PER_MODEL_TYPE)
+def test_non_shaping_keys_change_no_layout(folder):
+    """Every key config_key drops, changed or deleted, leaves transformers' outcome unchanged."""
+    config = json.loads((UPSTREAM / folder / "config.json").read_text())
+    # Four layers build what 48 do, layer for layer, 12x faster (the 128-expert MoE).
+    layers = config["num_hidden_layers"]
+    config = {k: v[:4] if isinstance(v, list) and len(v) == layers else v for k, v in config.items()}
+    config["num_hidden_layers"] = min(layers, 4)
+    base = _outcome_text(weights.build_outcome(config))
+    shaping = weights.shaping_config(config)
+    variants = [("architectures", "a second architecture",
+                 {**config, "architectures": [config["architectures"][0], "LlamaForCausalLM"]})]
+    for key in weights.NON_SHAPING_CONFIG_KEYS:
+        if key in config:
+            variants.append((key, f"no {key}", {k: v for k, v in config.items() if k != key}))
+        for value in _other_values(key, config):
+            assert weights.NON_SHAPING_CONFIG_KEYS[key](value, config), (key, value)
+            variants.append((key, f"{key}={value!r:.40}", {**config, key: value}))
+    every = {key: _other_values(key, config)[-1] for key in weights.NON_SHAPING_CONFIG_KEYS}
+    variants.append((None, "all of them at once", {**config, **every}))
+    for key, what, variant in variants:
+        if key == "architectures" or key not in {None, *shaping}:  # the config's own value is dropped too
+            assert weights.config_key(variant) == weights.config_key(config), what
+        assert _outcome_text(weights.build_outcome(variant)) == base, f"{folder}: {what} changes the layout"
+
+
+def test_fine_tune_resaved_by_another_version_hits_the_table(monkeypatch):
+    """Qwen3-8B as a fine-tune re-saves it: other rope_theta, context, ids, an explicit layer_types."""
+    def no_build(config):
+        raise AssertionError("built a layout the table ships")
+
+    monkeypatch.setattr(weights, "_OUTCOMES", {})
+    monkeypatch.setattr(weights, "_build", no_build)
+    config = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
+    config.pop("torch_dtype")
+    config.update(
+        transformers_version="4.57.1", dtype="bfloat16", rope_theta=5_000_000, max_position_embeddings=131072,
+        initializer_range=0.01, pad_token_id=151654, eos_token_id=[151645, 151643], use_sliding_window=False,
+        layer_types=["full_attention"] * config["num_hidden_layers"], _name_or_path="/data/ckpt/sft-3",
+    )
+    assert expected_layout(config).model_class == "Qwen3ForCausalLM"
+    # As transformers 5 re-saves it: rope_theta moves into rope_parameters.
+    del config["rope_theta"], config["rope_scaling"]
+    config["rope_parameters"] = {"rope_theta": 1_000_000, "rope_type": "default"}
+    assert expected_layout(config).model_class == "Qwen3ForCausalLM"
+    # A value transformers may refuse stays in the key: it is built, not looked up.
+    for key, value in (("hidden_act", "bogus"), ("rms_norm_eps", -1.0), ("layer_types", ["full_attention"] * 3),
+                       ("max_position_embeddings", "long")):
+        assert weights.config_key({**config, key: value}) not in weights.shipped_layouts(), key
 
 
 def _layout(tensors: dict[str, tuple[int, ...]]) -> ExpectedLayout:

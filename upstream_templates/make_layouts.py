@@ -4,7 +4,8 @@
 start), so weights-config-mismatch looks the declared model up in this table first and
 only builds it on torch's meta device for configs the table does not hold. Each entry is
 keyed by hfdoctor.weights.config_key (the config without the keys that cannot change a
-tensor: transformers_version, dtype...) and holds the layout in its compact form (a
+tensor: transformers_version, dtype, rope_theta, token ids...; see NON_SHAPING_CONFIG_KEYS,
+so that a fine-tune re-saved with other such values still hits the table) and holds the layout in its compact form (a
 decoder stack of identical layers stored once), or the refusal (quantized weights,
 unknown model type, a config transformers rejects).
 
