@@ -99,8 +99,7 @@ class RenderError:
         if self.kind == "memory":
             return f"it ran out of memory (over the 1 GiB hfdoctor allows a render){where}"
         if self.kind == "unsafe":
-            return (f"it reaches for Python internals, the first step of a sandbox escape: {self.message}"
-                    f"{where if 'line' not in self.message else ''}")
+            return f"it reaches for Python internals, the first step of a sandbox escape: {self.message}{where}"
         return f"{self.type}: {self.message}{where}"
 
 
@@ -212,7 +211,7 @@ def _work(source: str, special_tokens: dict[str, str], tool_use: bool,
         # no reason for a chat template to touch Python internals.
         name, line = dunders[0]
         emit(("render", None, Outcome(error=RenderError(
-            "unsafe", "SandboxEscape", f"the template accesses {name!r} (line {line})", line))))
+            "unsafe", "SandboxEscape", f"the template accesses {name!r}", line))))
         return
     kwargs_read = template_kwargs(source, special_tokens)
     emit(("variables", sorted(variables), sorted(kwargs_read)))
