@@ -147,12 +147,28 @@ def read_safetensors_header(path: str | os.PathLike[str], rel: str | None = None
     except UnicodeDecodeError as err:
         raise WeightFileError(f"has a header that is not UTF-8 text (byte {err.start})") from None
     try:
-        header = json.loads(text)
+        header = json.loads(text, object_pairs_hook=_object_without_duplicates)
     except json.JSONDecodeError as err:
         raise WeightFileError(f"has a header that is not valid JSON: {err.msg} at character {err.pos}") from None
+    except ValueError as err:  # a duplicate key, or an integer of over 4300 digits
+        why = "an integer far beyond 64 bits" if "integer string conversion" in str(err) else str(err)
+        raise WeightFileError(f"has a header that is not valid JSON: {why}") from None
+    except RecursionError:
+        raise WeightFileError("has a header that is not valid JSON: nested too deeply") from None
     if not isinstance(header, dict):
         raise WeightFileError(f"has a header that is a JSON {type(header).__name__}, not an object")
     return _validate(rel, header, length, size)
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys; the safetensors library refuses a header
+    # that names a tensor twice, and so do we.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {duplicate!r} appears twice")
+    return obj
 
 
 def _validate(rel: str, header: dict[str, Any], length: int, size: int) -> SafetensorsHeader:
@@ -161,12 +177,16 @@ def _validate(rel: str, header: dict[str, Any], length: int, size: int) -> Safet
         isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
     ):
         raise WeightFileError("has a __metadata__ that is not a map of strings to strings")
+    try:  # json.loads accepts "\\ud800" escapes; the safetensors library (serde_json) does not
+        "".join([*header, *(metadata or {}), *(metadata or {}).values()]).encode("utf-8")
+    except UnicodeEncodeError:
+        raise WeightFileError("has a name in its header that is not valid Unicode (an unpaired \\ud800-\\udfff escape)") from None
     tensors: dict[str, TensorInfo] = {}
     for name, info in header.items():
         if not isinstance(info, dict):
             raise WeightFileError(f"tensor {name!r}: its entry is not an object")
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if dtype not in DTYPE_BITS:
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
             raise WeightFileError(f"tensor {name!r} has an unknown dtype {dtype!r}")
         if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
             raise WeightFileError(f"tensor {name!r} has an invalid shape {shape!r}")

@@ -93,9 +93,12 @@ def test_reader_agrees_with_safetensors_on_a_valid_file(tmp_path):
             assert tuple(f.get_slice(name).get_shape()) == header.tensors[name].shape
 
 
+def _header_text(text: str) -> bytes:
+    return struct.pack("<Q", len(text)) + text.encode()
+
+
 def _json_header(entries: dict) -> bytes:
-    raw = json.dumps(entries).encode()
-    return struct.pack("<Q", len(raw)) + raw
+    return _header_text(json.dumps(entries))
 
 
 def _ok_entry(start: int, end: int, dtype: str = "BF16") -> dict:
@@ -122,6 +125,15 @@ BROKEN_FILES = [
     ("data truncated", _json_header({"a": _ok_entry(0, 8), "b": _ok_entry(8, 16)}) + bytes(10), "truncated"),
     ("trailing bytes", _json_header({"a": _ok_entry(0, 8)}) + bytes(20), "after the last tensor"),
     ("metadata not strings", _json_header({"__metadata__": {"format": 1}}), "__metadata__"),
+    # Hostile headers that once escaped as tracebacks (TypeError, ValueError, RecursionError).
+    ("dtype not a string", _json_header({"w": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}) + bytes(4),
+     "unknown dtype"),
+    ("5000-digit dimension", _header_text('{"w":{"dtype":"F32","shape":[1%s],"data_offsets":[0,4]}}' % ("0" * 5000))
+     + bytes(4), "beyond 64 bits"),
+    ("nested 100,000 deep", _header_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
+    ("tensor named twice", _header_text('{"a":%s,"a":%s}' % (json.dumps(_ok_entry(0, 8)), json.dumps(_ok_entry(8, 16))))
+     + bytes(16), "'a' appears twice"),
+    ("unpaired surrogate", _header_text('{"\\ud800":%s}' % json.dumps(_ok_entry(0, 8))) + bytes(8), "not valid Unicode"),
 ]
 
 
