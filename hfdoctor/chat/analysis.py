@@ -129,15 +129,20 @@ def _template_line(err: BaseException) -> int | None:
 
 
 def dunder_accesses(source: str) -> list[tuple[str, int]]:
-    """`x.__class__`, `x['__globals__']`: the first step of every jinja2 sandbox escape."""
+    """`x.__class__`, `x['__globals__']`, `x | attr('__class__')`: the first step of every
+    jinja2 sandbox escape."""
     import jinja2.nodes
 
     from hfdoctor.chat.render import parse_template
 
+    def dunder(node: Any) -> bool:
+        return isinstance(node, jinja2.nodes.Const) and isinstance(node.value, str) and node.value.startswith("__")
+
     ast = parse_template(source)
     found = {(n.attr, n.lineno) for n in ast.find_all(jinja2.nodes.Getattr) if n.attr.startswith("__")}
-    found |= {(n.arg.value, n.lineno) for n in ast.find_all(jinja2.nodes.Getitem)
-              if isinstance(n.arg, jinja2.nodes.Const) and isinstance(n.arg.value, str) and n.arg.value.startswith("__")}
+    found |= {(n.arg.value, n.lineno) for n in ast.find_all(jinja2.nodes.Getitem) if dunder(n.arg)}
+    found |= {(n.args[0].value, n.lineno) for n in ast.find_all(jinja2.nodes.Filter)
+              if n.name == "attr" and n.args and dunder(n.args[0])}
     return sorted(found, key=lambda item: (item[1], item[0]))
 
 
