@@ -65,9 +65,8 @@ def json_set_value(repo: ModelRepo, file: str, pointer: str, value: Any) -> Edit
 def json_add_to_id_list(repo: ModelRepo, file: str, pointer: str, token_id: int) -> Edit | None:
     """The edit that adds `token_id` to the id list at `pointer` (eos_token_id): an int
     becomes [old, new], a list gains the id at its end. None when it is already there."""
-    data = repo.raw(file)
     obj = repo.json(file)
-    if data is None or obj is None:
+    if obj is None:
         return None
     current = _resolve(obj, jsontext.parse_pointer(pointer))
     if isinstance(current, list):
@@ -356,8 +355,10 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
     root = Path(target)
     upstream = upstream if upstream is not None else Upstream.from_options()
 
-    def check(changes: dict[str, bytes]) -> Report:
-        return check_repo(PatchedRepo(root, upstream, changes), select=select, ignore=ignore, target=str(target))
+    def check(changes: dict[str, bytes]) -> tuple[PatchedRepo, Report]:
+        """The patched view and its report: the fixes' offsets are into that view's bytes."""
+        repo = PatchedRepo(root, upstream, changes)
+        return repo, check_repo(repo, select=select, ignore=ignore, target=str(target))
 
     original: dict[str, bytes | None] = {}
     changed: dict[str, bytes] = {}
@@ -366,10 +367,10 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
     internal: list[str] = []
     # A fix applied once and offered again did not make its finding go away: not twice.
     done: set[tuple] = set()
-    report = before = check(changed)
+    repo, report = check(changed)
+    before = report
     for _ in range(MAX_PASSES):
         internal.extend(e for e in report.internal_errors if e not in internal)
-        repo = PatchedRepo(root, upstream, changed)
         taken: dict[str, list[Edit]] = {}
         for finding in report.findings:
             fix = finding.fix
@@ -396,7 +397,7 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
                 original[rel] = repo.raw(rel) if repo.exists(rel) else None
             base = b"" if any(e.create for e in edits) else (repo.raw(rel) or b"")
             changed[rel] = apply_edits(base, edits)
-        report = check(changed)  # what is left, and what the new text reveals
+        repo, report = check(changed)  # what is left, and what the new text reveals
     internal.extend(e for e in report.internal_errors if e not in internal)
     changed = {rel: data for rel, data in changed.items() if data != original.get(rel)}
     return Plan(root, before, report, {rel: original[rel] for rel in changed}, changed, applied, refused, internal)
