@@ -66,11 +66,15 @@ def render_key(conversation: str, add_generation_prompt: bool, **kwargs: Any) ->
     return (conversation, add_generation_prompt, tuple(sorted(kwargs.items())))
 
 
+def kwarg_modes(kwargs_read: Iterable[str]) -> list[dict[str, Any]]:
+    """The kwarg settings rendered besides none: each value of each kwarg the template reads."""
+    return [{name: v} for name, values in KWARG_VALUES.items() if name in kwargs_read for v in values]
+
+
 def plan(kwargs_read: Iterable[str]) -> list[RenderKey]:
     keys = [render_key(c, g) for c, g in DEFAULT_RENDERS]
-    for name, values in KWARG_VALUES.items():
-        if name in kwargs_read:
-            keys += [render_key(c, g, **{name: v}) for v in values for c, g in MODE_RENDERS]
+    for mode in kwarg_modes(kwargs_read):
+        keys += [render_key(c, g, **mode) for c, g in MODE_RENDERS]
     return keys
 
 
@@ -264,11 +268,7 @@ class TemplateAnalysis:
     @property
     def modes(self) -> list[dict[str, Any]]:
         """The kwarg settings rendered: {} (none passed), then each kwarg value."""
-        found = [{}]
-        for name, values in KWARG_VALUES.items():
-            if name in self.kwargs:
-                found += [{name: v} for v in values]
-        return found
+        return [{}, *kwarg_modes(self.kwargs)]
 
     @property
     def thinking_kwargs(self) -> list[str]:

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfdoctor.chat import corpus
-from hfdoctor.chat.analysis import TemplateAnalysis
-from hfdoctor.chat.analysis import has_generation_tag
+from hfdoctor.chat.analysis import TemplateAnalysis, has_generation_tag
 
 # Marker shapes. Pipes and full-width bars are only ever control tokens; [UPPER] and
 # <tag> shapes are also ordinary text in some families, see `expected_tokens`.
@@ -24,6 +23,8 @@ PIPE_MARKER = re.compile(r"<\|[^<>|\s]{1,48}\|>")
 FULLWIDTH_MARKER = re.compile(r"<｜[^<>｜\s]{1,48}｜>")
 BRACKET_MARKER = re.compile(r"\[/?[A-Z][A-Z_]{1,30}\]")
 TAG_MARKER = re.compile(r"</?[A-Za-z_][\w:.\-]{0,30}>")
+
+
 def _status(analysis: TemplateAnalysis, conversation: str, add_generation_prompt: bool, needle: str) -> str:
     """yes | ignored (rendered without the needle) | declined | crashes | unknown."""
     found = analysis.outcome(conversation, add_generation_prompt)

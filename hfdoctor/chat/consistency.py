@@ -29,11 +29,6 @@ def _common_prefix(a: str, b: str) -> int:
     return len(os.path.commonprefix([a, b]))
 
 
-def show(text: str, limit: int = 40) -> str:
-    """A short repr of a piece of rendered text."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")
-
-
 @dataclass(frozen=True)
 class Divergence:
     scenario: corpus.Continuation

@@ -41,9 +41,8 @@ import jinja2.utils
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-# Re-exported, part of this module's API; defined without jinja2 so that a cached
-# analysis never needs to import it.
-from hfdoctor.chat.analysis import SPECIAL_TOKEN_NAMES, has_generation_tag  # noqa: F401
+# Defined without jinja2, so that a stored analysis never needs to import it.
+from hfdoctor.chat.analysis import SPECIAL_TOKEN_NAMES
 
 # Names a message's reasoning is passed under; the first is the one templates read.
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -214,8 +213,6 @@ def template_kwargs(source: str, special_token_names: Any = SPECIAL_TOKEN_NAMES)
     standard = set(PASSED_VARIABLES) | set(SPECIAL_TOKEN_NAMES) | set(special_token_names) | GLOBAL_NAMES
     assigned, probed = _assigned_and_probed(source)
     return frozenset(template_variables(source) - standard - (assigned - probed))
-
-
 
 
 def plain_data(value: Any) -> Any:

@@ -14,7 +14,7 @@ from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import analyze, special_tokens_for_render
 from hfdoctor.repo import ModelRepo
 
-__all__ = ["EndOfTurn", "end_of_turn", "first_token", "special_tokens_for_render", "text_after_reply"]
+__all__ = ["EndOfTurn", "end_of_turn", "first_token", "text_after_reply"]
 
 
 @dataclass(frozen=True)
