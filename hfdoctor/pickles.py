@@ -27,9 +27,11 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import IO
 
-# Bytes we are willing to read from one pickle stream. A torch data.pkl is ~100 KB for an
-# 8B model; a larger stream is scanned up to here and reported as partly scanned.
-MAX_STREAM_BYTES = 64 * 1024 * 1024
+# Pickle bytes we are willing to read from one file, all its pickles (and zip members)
+# together. A torch data.pkl is ~100 KB for an 8B model; a larger file is scanned up to
+# here and reported as partly scanned. One budget per file, not per member: a zip of a
+# thousand 60 MB members (a zip bomb of ~60 MB) would otherwise take minutes.
+MAX_SCAN_BYTES = 64 * 1024 * 1024
 # Legacy torch files hold 5 pickles; we stop after a few, and at the first bytes that are
 # not a pickle (the raw tensor data that follows).
 MAX_STREAMS = 8
@@ -133,6 +135,7 @@ class PickleScan:
     kind: str  # "pickle", "zip", "not-pickle"
     imports: list[Import] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # why the scan may be incomplete
+    bytes_left: int = MAX_SCAN_BYTES  # of the file's read budget
 
     def by_verdict(self, verdict: str) -> list[Import]:
         seen: dict[str, Import] = {}
@@ -156,15 +159,19 @@ class _BoundedReader:
     def __init__(self, raw: IO[bytes], budget: int):
         self.raw, self.budget, self.pending = raw, budget, b""
 
+    def _over_budget(self) -> _ScanLimit:
+        self.budget = 0  # spent: the file's later members are not scanned either
+        return _ScanLimit()
+
     def _take(self, data: bytes) -> bytes:
         if len(data) > self.budget:
-            raise _ScanLimit()
+            raise self._over_budget()
         self.budget -= len(data)
         return data
 
     def read(self, n: int = -1) -> bytes:
         if n < 0 or n > self.budget + len(self.pending):
-            raise _ScanLimit()
+            raise self._over_budget()
         head, self.pending = self.pending[:n], self.pending[n:]
         return head + self._take(self.raw.read(n - len(head))) if n > len(head) else head
 
@@ -253,7 +260,7 @@ def _imports_of_stream(stream: IO[bytes]) -> tuple[list[tuple[str, str]], bool, 
                         pop()
                 stack.extend(None for _ in opcode.stack_after)
     except _ScanLimit:
-        return imports, False, f"the pickle is larger than {MAX_STREAM_BYTES // (1024 * 1024)} MB; only its start was scanned"
+        return imports, False, f"its pickles are larger than {MAX_SCAN_BYTES // (1024 * 1024)} MB; only the start was scanned"
     except Exception as err:  # genops raises ValueError and friends on bytes that are not a pickle
         return imports, False, f"{type(err).__name__}: {err}"
     return imports, False, "the pickle ends without STOP (truncated)"
@@ -261,36 +268,39 @@ def _imports_of_stream(stream: IO[bytes]) -> tuple[list[tuple[str, str]], bool, 
 
 def _scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
     """Scan consecutive pickles of one stream; False when it is not a pickle at all."""
-    reader = _BoundedReader(raw, MAX_STREAM_BYTES)
-    where = f"{member}: " if member else ""
+    reader = _BoundedReader(raw, scan.bytes_left)
     try:
-        first = reader.read(1)
-    except _ScanLimit:
-        return False
-    reader.pending = first
-    for n in range(MAX_STREAMS):
-        imports, complete, problem = _imports_of_stream(reader)
-        scan.imports.extend(Import(m, a, member, classify(m, a)) for m, a in imports)
-        if complete:
-            try:
-                if reader.at_end():
+        where = f"{member}: " if member else ""
+        try:
+            first = reader.read(1)
+        except _ScanLimit:
+            return False
+        reader.pending = first
+        for n in range(MAX_STREAMS):
+            imports, complete, problem = _imports_of_stream(reader)
+            scan.imports.extend(Import(m, a, member, classify(m, a)) for m, a in imports)
+            if complete:
+                try:
+                    if reader.at_end():
+                        return True
+                except _ScanLimit:
                     return True
-            except _ScanLimit:
-                return True
-            continue
-        if n == 0:
-            # protocol 2+ pickles start with PROTO (0x80); anything else that fails at
-            # once is some other format, not something pickle.load would run.
-            if not imports and first != b"\x80":
-                return False
-            scan.problems.append(f"{where}{problem}")
-        elif imports:
-            # A broken later pickle that imports before breaking: loaders run what comes
-            # before the break, so what we found counts and the scan is incomplete.
-            scan.problems.append(f"{where}{problem}")
-        # After complete pickles, bytes that are not a pickle are data (legacy torch storages).
+                continue
+            if n == 0:
+                # protocol 2+ pickles start with PROTO (0x80); anything else that fails at
+                # once is some other format, not something pickle.load would run.
+                if not imports and first != b"\x80":
+                    return False
+                scan.problems.append(f"{where}{problem}")
+            elif imports:
+                # A broken later pickle that imports before breaking: loaders run what comes
+                # before the break, so what we found counts and the scan is incomplete.
+                scan.problems.append(f"{where}{problem}")
+            # After complete pickles, bytes that are not a pickle are data (legacy torch storages).
+            return True
         return True
-    return True
+    finally:
+        scan.bytes_left = reader.budget
 
 
 def scan_pickle_file(path: str | os.PathLike[str], rel: str) -> PickleScan:
@@ -306,6 +316,10 @@ def scan_pickle_file(path: str | os.PathLike[str], rel: str) -> PickleScan:
                 archive = zipfile.ZipFile(f)
                 members = [i for i in archive.infolist() if i.filename.endswith(".pkl")]
                 for info in members:
+                    if scan.bytes_left <= 0:
+                        scan.problems.append(f"{info.filename} and the next members: not scanned, the pickles "
+                                             f"before them already hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
+                        break
                     with archive.open(info) as member:
                         if not _scan_streams(member, info.filename, scan):
                             scan.problems.append(f"{info.filename}: is not a pickle")

@@ -178,6 +178,28 @@ def test_not_a_pickle_and_hostile_lengths(tmp_path):
     assert str(by_file["huge.pkl"].severity) == "warning" and "fully scanned" in by_file["huge.pkl"].message
 
 
+def test_zip_bomb_of_pickles_is_read_within_one_budget(tmp_path):
+    """A torch-like zip of 12 pickles of 16 MB each stops after 64 MB, not 64 MB per member.
+
+    (With a budget per member, a 60 MB zip of a thousand such members is 16 GB to read.)
+    """
+    import zipfile
+
+    from hfdoctor import pickles
+
+    big = b"\x80\x04\x8e" + struct.pack("<Q", 16 * 2**20) + bytes(16 * 2**20) + b"."  # BINBYTES8, STOP
+    with zipfile.ZipFile(tmp_path / "pytorch_model.bin", "w", zipfile.ZIP_DEFLATED) as archive:
+        for i in range(12):
+            archive.writestr(f"archive/data{i}.pkl", big)
+    scan = scan_pickle_file(tmp_path / "pytorch_model.bin", "pytorch_model.bin")
+    assert scan.bytes_left == 0 and not scan.imports
+    assert scan.problems[-1].startswith("archive/data4.pkl and the next members: not scanned"), scan.problems
+    assert len(scan.problems) == 2, scan.problems  # data3 hits the limit, data4 stops the scan
+    found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
+    assert [(f.rule, str(f.severity)) for f in found] == [("unsafe-pickle", "warning")]
+    assert f"{pickles.MAX_SCAN_BYTES // 2**20} MB" in found[0].message
+
+
 def test_upstream_folders_have_no_pickle_findings():
     for folder in sorted(p for p in UPSTREAM.iterdir() if p.is_dir()):
         found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules(["SEC001"]))

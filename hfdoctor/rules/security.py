@@ -37,7 +37,8 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - unknown (warning): anything that is not one of torch's tensor/storage rebuilders,
       OrderedDict or numpy arrays; torch.load(weights_only=True) refuses such files, so
       loading them needs weights_only=False, which trusts the file completely;
-    - a pickle that cannot be fully parsed is a warning: what follows the break was not seen.
+    - a pickle that cannot be fully parsed, or whose pickles hold more than 64 MB in all
+      (the scan's bound per file), is a warning: what follows was not seen.
 
     Example: pytorch_model.bin whose data.pkl imports posix.system; training_args.bin
     (a pickled transformers.TrainingArguments) is the usual harmless "unknown".
