@@ -483,7 +483,10 @@ def write_changes(plan: Plan) -> None:
     replaced: list[str] = []
     try:
         for rel, real in targets.items():
-            staged[rel] = _stage(real, plan.changed[rel])
+            try:
+                staged[rel] = _stage(real, plan.changed[rel])
+            except OSError as err:  # name the file, not the temporary one beside it
+                raise OSError(f"cannot write {rel}: {err.strerror or err}") from err
         for rel, real in targets.items():
             os.replace(staged[rel], real)
             del staged[rel]
@@ -642,5 +645,8 @@ def _print_text(plan: Plan, after: Report, diff: bool, written: bool, errors: li
     unsafe = [f for f in after.findings if f.fix is not None and f.fix.applicability is Applicability.UNSAFE]
     if unsafe:
         console.print(f"  {len(unsafe)} more fix(es) available with --unsafe-fixes")
-    console.print("left after fixing:" if not diff else "left after applying this diff:")
+    if diff:
+        console.print("left after applying this diff:")
+    else:
+        console.print("left after fixing:" if written or not plan.changed else "left (nothing was written):")
     write_text([after], console)

@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -456,6 +457,24 @@ def test_a_failing_rename_leaves_every_file_old(replica, monkeypatch):
     assert code == 2 and "nothing written" in out
     assert {k: v[0] for k, v in snapshot(replica).items()} == {k: v[0] for k, v in before.items()}
     assert fix_in_process(replica)[0] == 0
+
+
+def test_a_read_only_directory_is_an_error_not_a_traceback(replica, monkeypatch):
+    before = snapshot(replica)
+    if os.geteuid() == 0:  # root writes anywhere: refuse as the directory refuses anyone else
+        def refuse(*args, dir=None, **kwargs):
+            raise PermissionError(13, "Permission denied", os.path.join(dir, ".README.md.x.hfdoctor.tmp"))
+
+        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    replica.chmod(0o555)
+    try:
+        code, out = fix_in_process(replica)
+    finally:
+        replica.chmod(0o755)
+    assert code == 2
+    assert "error: nothing written: cannot write README.md: Permission denied" in out
+    assert "left (nothing was written):" in out and "fixed CARD001" not in out
+    assert snapshot(replica) == before
 
 
 def test_a_failure_while_staging_leaves_nothing_behind(replica, monkeypatch):
