@@ -87,11 +87,16 @@ def chat_template_conflict(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     training scripts read tokenizer_config.json. When both exist and differ, the model
     is served with one template and trained or converted with the other.
 
+    Also reported: a default template in tokenizer_config.json that transformers ignores
+    because additional_chat_templates/ holds files (the tokenizer then has no default
+    template at all). Two copies that differ only in whitespace are info.
+
     Example: a fine-tune edited chat_template.jinja to add tool calling, but the stale
     copy in tokenizer_config.json still ships.
 
     Fix (unsafe): make tokenizer_config.json's copy equal to the one transformers uses.
-    Unsafe because which version the author meant cannot be known.
+    Unsafe because which version the author meant cannot be known. None for the ignored
+    default: save it as chat_template.jinja.
     """
     shadowed = [s for s in repo.chat_templates if s.file == "tokenizer_config.json" and s.name == "default"]
     if shadowed and repo.chat_template is None:
@@ -355,7 +360,7 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
         tool_call = analysis.rendered("tool_call", False)
         if tool_call is None or corpus.ARGUMENT_VALUE not in tool_call:
             skip |= TOOL_SHAPES
-        groups: dict[tuple, list[str]] = {}
+        groups: dict["RenderError", list[str]] = {}  # the same error on several shapes: one finding
         for (name, _, kwargs), outcome in analysis.renders.items():
             error = outcome.error
             if kwargs or error is None or name in skip:
@@ -365,10 +370,10 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
                     continue  # a missing caller kwarg: template-kwarg-crash says it
                 if repo.tokenizer_config is None and repo.special_tokens_map is None:
                     continue  # no tokenizer config here: which tokens it names is unknown
-            groups.setdefault((error.kind, error.type, error.message, error.line), []).append(name)
-        for (kind, _, message, line), names in groups.items():
-            error = next(o.error for k, o in analysis.renders.items() if k[0] == names[0] and not k[2] and o.error)
-            if kind == "declined":
+            groups.setdefault(error, []).append(name)
+        for error, names in groups.items():
+            line = error.line
+            if error.kind == "declined":
                 system = any(corpus.SYSTEM in str(corpus.conversation(n).messages) for n in names)
                 yield self.finding(
                     repo,
@@ -393,9 +398,11 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A marker the template emits is not a single token of the vocabulary.
 
     Markers are read off the rendered output: every `<|...|>`, `<｜...｜>` and (when the
-    vocabulary has such tokens) `[INST]`-style string, and control tags such as
-    `<think>`, `<tool_call>` or `<start_of_turn>` (a tag counts when it is a known
-    control tag or its open/close partner is a token; Qwen's `<tools>` is plain text).
+    vocabulary has such tokens) `[INST]`-style string, and tags such as `<think>`,
+    `<tool_call>` or `<start_of_turn>`. A tag counts when its open/close partner is a
+    token (`</think>` for `<think>`) or when it nearly spells an added token
+    (`<thinking>` for `<think>`); other tags are plain text in their family (Qwen's
+    `<tools>`).
 
     Why: the model was trained on ONE token id for each marker. Written as text that
     is not in the vocabulary, the marker is split into several ordinary tokens: the model
