@@ -21,8 +21,8 @@ from hfdoctor.weights import (
     ConfigRejected,
     expected_layout,
     looks_like,
+    repo_layout,
     repo_weights,
-    weights_layout,
 )
 
 EXAMPLES = 3
@@ -263,7 +263,7 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     config = repo.config
     if not tensors or config is None:
         return
-    layout = weights_layout(tensors)
+    layout = repo_layout(repo)
     where = _weights_file(repo)
     if layout is not None:
         _note(repo, "layout", layout.describe())
@@ -350,10 +350,9 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if not vocab:
         return
     max_id = max(vocab.values())
-    top_token = dict(zip(vocab.values(), vocab.keys()))[max_id]
+    top_token = repo.id_to_token.get(max_id, repo.added_tokens_decoder.get(max_id))
     view = repo_weights(repo)
-    tensors = view.main_tensors()
-    layout = weights_layout(tensors)
+    layout = repo_layout(repo)
     if layout is not None and layout.embedding is not None and layout.vocab_size is not None:
         rows = layout.vocab_size
         if max_id >= rows:
