@@ -1,7 +1,8 @@
 """Rules about weight files, from their headers alone (hfdoctor.weights reads them).
 
-No rule here reads tensor data. weights-config-mismatch imports torch/transformers, and
-only when the repo has safetensors weights to compare (the result is cached per config).
+No rule here reads tensor data. weights-config-mismatch imports torch/transformers only
+when the repo has safetensors weights to compare and its config.json is not one whose
+layout is shipped (upstream_templates/layouts.json; the result is kept for the process).
 """
 
 from __future__ import annotations
@@ -68,9 +69,9 @@ def weights_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Why: safetensors, transformers, vLLM and TGI validate the header before reading a byte
     of data; an invalid one stops the model from loading (often after a long download).
     hfdoctor checks what the safetensors library checks: the 8-byte header length (at most
-    100 MB and within the file), that the header is a JSON object, known dtypes, shapes,
-    data offsets that match each tensor's size and tile the data region with no overlap
-    and no gap, and a file size equal to header plus data. A weight "file" that is a
+    100 MB and within the file), that the header is a JSON object naming no tensor twice,
+    known dtypes, shapes, data offsets that match each tensor's size and tile the data
+    region with no overlap and no gap, and a file size equal to header plus data. A weight "file" that is a
     directory, a symbolic link loop, a broken link, a FIFO or empty is reported too.
 
     Example: an upload interrupted at 3 GB leaves model-00002-of-00004.safetensors shorter
@@ -91,8 +92,9 @@ def weights_index_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     index says. A shard that is missing fails the load; a tensor the index places in the
     wrong shard fails it too; a tensor that is in a shard but not in the index is silently
     never loaded (lm_head left at random init is the classic result); a shard the index
-    does not name is dead weight. `metadata.total_size` (the sum of tensor byte sizes)
-    disagreeing with the headers is reported as a warning: few loaders use it.
+    does not name is dead weight. Warnings, as loading still works: `metadata.total_size`
+    (the sum of tensor byte sizes) disagreeing with the headers (few loaders use it), a
+    tensor stored in two shards, and a shard-named file the index does not name.
 
     A folder with the index but none of the shards (metadata only, e.g. downloaded with
     allow_patterns) is not an error: the weights are simply not checked, which the report's
@@ -252,6 +254,7 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     models have that shape. Tied embeddings (lm_head absent) are accepted. Extra tensors
     alone (a value head, MTP layers) are a warning: transformers drops them. An architecture
     transformers does not know, or quantized weights, are reported as info: not verified.
+    A config.json transformers itself refuses to build is an error.
 
     Example: "config.json declares 36 layers, hidden size 4096, vocab 151936; the weights
     have 32 layers, vocab 128256, no q_norm/k_norm ... sized like Llama 3".
