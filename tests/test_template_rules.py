@@ -184,6 +184,14 @@ def test_worker_that_hangs_outside_python_is_killed_at_the_deadline():
     assert result.messages == ["started"] and result.failure == "timeout" and not result.finished
 
 
+def test_worker_killed_by_a_signal_says_which():
+    import os
+    import signal
+
+    result = run_bounded(lambda emit, guard: os.kill(os.getpid(), signal.SIGTERM))
+    assert result.signal == signal.SIGTERM and result.failure == f"killed by signal {int(signal.SIGTERM)}"
+
+
 def test_worker_is_killed_and_reaped_when_collecting_fails(monkeypatch):
     import os
 

@@ -323,10 +323,9 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
         limits = limits or Limits()
         if result.failure == "timeout":
             error = RenderError("timeout", "Timeout", f"did not finish within {limits.total_s:g} s")
-        elif result.failure and result.failure.startswith("killed by signal"):
-            signum = int(result.failure.rsplit(" ", 1)[1])
+        elif result.signal is not None:
             # SIGXCPU: the CPU-time cap; SIGKILL from someone else: the kernel's OOM killer.
-            kind = {int(signal.SIGXCPU): "timeout", int(signal.SIGKILL): "memory"}.get(signum, "error")
+            kind = {int(signal.SIGXCPU): "timeout", int(signal.SIGKILL): "memory"}.get(result.signal, "error")
             error = RenderError(kind, "WorkerKilled", f"the render worker was {result.failure}")
         else:
             error = RenderError("error", "WorkerError", result.failure or "the render worker failed")

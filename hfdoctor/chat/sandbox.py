@@ -56,6 +56,7 @@ class RunResult:
     # Why it did not finish: "timeout" (killed at the deadline), "killed by signal N",
     # "exit status N", or the repr of an exception raised by the work itself.
     failure: str | None = None
+    signal: int | None = None  # the signal that killed the child, if one did
 
 
 Emit = Callable[[Any], None]
@@ -209,7 +210,8 @@ def _collect(pid: int, read_fd: int, limits: Limits) -> RunResult:
     _, status = os.waitpid(pid, 0)
     if not result.finished and result.failure is None:
         if os.WIFSIGNALED(status):
-            result.failure = f"killed by signal {os.WTERMSIG(status)}"
+            result.signal = os.WTERMSIG(status)
+            result.failure = f"killed by signal {result.signal}"
         else:
             result.failure = f"exit status {os.WEXITSTATUS(status)}"
     return result
