@@ -8,8 +8,11 @@ tensor data as sparse holes), then runs, each in a fresh process:
   check-meta      hfdoctor check on the metadata only (the index, no shards)
   check-cold      hfdoctor check with the weights: the layout config.json declares comes
                   from the shipped table (upstream_templates/layouts.json), no torch
-  check-unshipped the same with a config the table does not hold (initializer_range
-                  changed): transformers builds the model on the meta device
+  check-resaved   the same with the config a fine-tune re-saves (other transformers
+                  version, dtype, rope_theta, context length, initializer_range, an
+                  explicit layer_types): the table still holds its layout, no torch
+  check-unshipped the same with a config the table does not hold (a linear rope_scaling:
+                  no shape, but kept in the key): transformers builds it on the meta device
   transformers    what a user does today: AutoConfig + AutoTokenizer + apply_chat_template
                   + instantiating the model on the meta device
 
@@ -74,16 +77,28 @@ with torch.device("meta"):
 """
 
 
-def build(workdir: Path) -> tuple[Path, Path, Path]:
-    full, meta, unshipped = workdir / "Qwen3-8B", workdir / "Qwen3-8B-metadata", workdir / "Qwen3-8B-unshipped"
+CHECKS = ("check-cold", "check-resaved", "check-unshipped")
+
+
+def _variant(full: Path, dest: Path, **changes) -> Path:
+    shutil.copytree(full, dest)
+    config = json.loads((dest / "config.json").read_text())
+    config.pop("torch_dtype")
+    (dest / "config.json").write_text(json.dumps({**config, **changes}, indent=2))
+    return dest
+
+
+def build(workdir: Path) -> tuple[Path, Path, Path, Path]:
+    full, meta = workdir / "Qwen3-8B", workdir / "Qwen3-8B-metadata"
     shutil.copytree(QWEN3, full)
     shutil.copytree(QWEN3, meta)
     write_checkpoint(full, model_tensors(QWEN3 / "config.json"), upstream_weight_map(QWEN3))
-    shutil.copytree(full, unshipped)
-    config = json.loads((unshipped / "config.json").read_text())
-    config["initializer_range"] = 0.021  # shapes nothing, but the table is keyed on the exact config
-    (unshipped / "config.json").write_text(json.dumps(config, indent=2))
-    return full, meta, unshipped
+    layers = json.loads((full / "config.json").read_text())["num_hidden_layers"]
+    resaved = _variant(full, workdir / "Qwen3-8B-resaved", transformers_version="4.57.1", dtype="bfloat16",
+                       rope_theta=5_000_000, max_position_embeddings=131072, initializer_range=0.01,
+                       layer_types=["full_attention"] * layers)
+    unshipped = _variant(full, workdir / "Qwen3-8B-unshipped", rope_scaling={"rope_type": "linear", "factor": 2.0})
+    return full, meta, resaved, unshipped
 
 
 def files_under(folder: Path) -> list[str]:
@@ -112,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hfdoctor-bench-") as tmp:
         workdir = Path(tmp)
-        full, meta, unshipped = build(workdir)
+        full, meta, resaved, unshipped = build(workdir)
         home = workdir / "home"
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
@@ -131,11 +146,12 @@ def main() -> None:
             measure("floor", [sys.executable, "-c", FLOOR, str(full)], env, home, args.runs),
             measure("check-meta", [*check, str(meta)], env, home, args.runs),
             measure("check-cold", [*check, str(full)], env, home, args.runs),
+            measure("check-resaved", [*check, str(resaved)], env, home, args.runs),
             measure("check-unshipped", [*check, str(unshipped)], env, home, args.runs),
             measure("transformers", [sys.executable, "-c", TRANSFORMERS, str(full)], env, home, args.runs),
         ]
         by = {r["name"]: r for r in results}
-        for name in ("check-cold", "check-unshipped"):
+        for name in CHECKS:
             report = json.loads(by[name]["out"])
             rules = sorted({f["rule"] for f in report["findings"]})
             print(f"{name}: findings {rules or 'none'}; weights: {report.get('weights')}")
@@ -145,11 +161,11 @@ def main() -> None:
                   f"  {len(r['home_files'])} {r['home_files'][:2] if r['home_files'] else ''}")
         base = by["transformers"]
         print("\nratios (lower is better)")
-        for name in ("check-cold", "check-unshipped"):
+        for name in CHECKS:
             r = by[name]
             print(f"  {name} / transformers: wall {r['wall'] / base['wall']:.2f}x, rchar {r['rchar'] / base['rchar']:.2f}x")
             print(f"  {name} / floor:        wall {r['wall'] / by['floor']['wall']:.2f}x")
-        for name in ("check-cold", "check-unshipped"):
+        for name in CHECKS:
             beyond_meta = by[name]["rchar"] - by["check-meta"]["rchar"]
             print(f"  {name}: read beyond the metadata-only check {beyond_meta / MB:.1f} MB "
                   f"(target < 64 MB), of {apparent / MB:,.0f} MB of tensor data; wall {by[name]['wall']:.2f} s (target < 2 s)")
