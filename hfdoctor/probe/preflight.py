@@ -2,9 +2,10 @@
 
 Refused (exit 2) before anything heavy is loaded:
 - a file of the checkout is a git-lfs pointer instead of its data (a clone without `git lfs pull`);
-- the static rules lfs-pointer, weights-unreadable or weights-config-mismatch report an error
-  (loading would crash, or silently build a model with freshly initialised tensors);
-- there are no safetensors weights (pickle checkpoints are never unpickled by hfdoctor);
+- the static rules weights-unreadable or weights-config-mismatch report an error (loading
+  would crash, or silently build a model with freshly initialised tensors);
+- there are no safetensors weights (pickle checkpoints are never unpickled by hfdoctor), or
+  the index names shards that are not there;
 - the parameter bytes the safetensors headers declare exceed the free memory of the device.
 
 Only headers are read here (hfdoctor.weights): a refused 70B checkpoint costs milliseconds.
@@ -15,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from hfdoctor.findings import Severity
 from hfdoctor.repo import ModelRepo
 
-# The static rules whose errors mean that loading cannot work (the weights engineer's names).
-BLOCKING_RULES = ["lfs-pointer", "weights-unreadable", "weights-config-mismatch"]
+# The static rules whose errors mean that loading cannot work. (lfs-pointer is a warning:
+# check_lfs_pointers refuses pointers before the rules run.)
+BLOCKING_RULES = ["weights-unreadable", "weights-config-mismatch"]
 
 
 class ProbeRefused(Exception):
@@ -52,25 +55,24 @@ def check_lfs_pointers(repo: ModelRepo) -> None:
         )
 
 
-def check_static_rules(path: str) -> None:
-    """Errors of the rules that predict a failed or meaningless load."""
-    from hfdoctor.check import check_target
+def check_static_rules(repo: ModelRepo) -> None:
+    """Errors of the rules that predict a failed or meaningless load (every broken weight
+    file among them: weights-unreadable reports each one)."""
+    from hfdoctor.check import check_repo
 
-    report = check_target(path, select=BLOCKING_RULES)
-    errors = [f for f in report.findings if str(f.severity) == "error"]
+    report = check_repo(repo, select=BLOCKING_RULES)
+    errors = [f for f in report.findings if f.severity >= Severity.ERROR]
     if errors:
         lines = "; ".join(f"{f.rule}: {f.message}" for f in errors[:3])
-        raise ProbeRefused(f"the weights cannot be loaded as declared ({lines}); see `hfdoctor check {path}`")
+        raise ProbeRefused(f"the weights cannot be loaded as declared ({lines}); see `hfdoctor check {repo.root}`")
 
 
 def weights_to_load(repo: ModelRepo) -> Weights:
-    """The safetensors files that hold the model and their parameter bytes, from headers only."""
+    """The safetensors files that hold the model and their parameter bytes, from headers only
+    (read once per repo: check_static_rules has read them already)."""
     from hfdoctor.weights import repo_weights
 
     view = repo_weights(repo)
-    if view.broken:
-        rel, why = next(iter(view.broken.items()))
-        raise ProbeRefused(f"{rel} {why}; see `hfdoctor check`")
     if not view.main_files:
         pickles = [f for f in repo.weight_files if not f.endswith((".safetensors", ".gguf"))]
         if pickles:
@@ -131,5 +133,5 @@ def check_memory(weights: Weights, device: str, staging_for: str | None = None) 
 def before_loading(repo: ModelRepo) -> Weights:
     """Every check that needs no torch (the memory check comes once the device is known)."""
     check_lfs_pointers(repo)
-    check_static_rules(str(repo.root))
+    check_static_rules(repo)
     return weights_to_load(repo)
