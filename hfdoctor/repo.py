@@ -307,6 +307,11 @@ class ModelRepo:
         """id -> content from tokenizer.json's added_tokens."""
         return {a["id"]: str(a.get("content")) for a in self.tokenizer_json_added_entries}
 
+    @cached_property
+    def added_token_strings(self) -> frozenset[str]:
+        """Every added/special token text, from tokenizer.json and tokenizer_config.json."""
+        return frozenset(t for t in (*self.tokenizer_json_added.values(), *self.added_tokens_decoder.values()) if t)
+
     def token_id(self, token: str) -> int | None:
         return (self.vocab or {}).get(token)
 

@@ -29,7 +29,7 @@ def first_token(repo: ModelRepo, text: str) -> tuple[str, int | None] | None:
     the tokenizer's first piece. Leading whitespace is skipped when a special token
     follows it, since that is the marker that ends the turn (Gemma writes a newline after)."""
     vocab = repo.vocab or {}
-    specials = {t for t in (*repo.tokenizer_json_added.values(), *repo.added_tokens_decoder.values())}
+    specials = set(repo.added_token_strings)
     specials |= {s for s in special_tokens_for_render(repo).values() if isinstance(s, str)}
     stripped = text.lstrip()
     best = max((s for s in specials if s and stripped.startswith(s)), key=len, default=None)

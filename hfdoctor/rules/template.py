@@ -421,7 +421,7 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if found is None or not vocab:
         return
     source, analysis = found
-    added = sorted({*repo.tokenizer_json_added.values(), *repo.added_tokens_decoder.values()})
+    added = sorted(repo.added_token_strings)
     emitted = capabilities.emitted_markers(analysis)
     missing = capabilities.expected_tokens(emitted, vocab, added)
     if not missing:
@@ -733,7 +733,7 @@ def _vocabulary(repo: ModelRepo):
     """The repo's added tokens for token-boundary reasoning; the tokenizer built only if needed."""
     from hfdoctor.chat.consistency import Vocabulary
 
-    added = {*repo.tokenizer_json_added.values(), *repo.added_tokens_decoder.values()}
+    added = repo.added_token_strings
     lstrip = {str(t.get("content")) for t in repo.tokenizer_json_added_entries if t.get("lstrip")}
     return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer)
 
