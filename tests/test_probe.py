@@ -161,6 +161,20 @@ def test_refuses_weights_that_do_not_match_the_config(copy_fixture, capsys):
     assert "weights-config-mismatch" in report["refused"]
 
 
+def test_refuses_a_checkout_without_chat_template_before_loading(copy_fixture, capsys, monkeypatch):
+    repo = copy_fixture()
+    edit_json(repo / "tokenizer_config.json", lambda t: t.pop("chat_template"))
+
+    def never_load(*args, **kwargs):
+        raise AssertionError("the probe loaded weights it should have refused")
+
+    monkeypatch.setattr("hfdoctor.probe.session.Session", never_load)
+    code, report, err = probe_json(repo, capsys)
+    assert code == 2 and report["checks"] == []
+    assert "no chat template" in report["refused"] and "missing-chat-template" in report["refused"]
+    assert "probe refused" in err
+
+
 def test_refuses_cuda_when_there_is_none(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -5,9 +5,10 @@ Static rules say what a checkpoint declares; only running it shows what the weig
 002: the same prompt giving different outputs). The probe renders prompts with the repo's
 own chat template, decodes greedily and decides four checks (see checks.py).
 
-Stages: preflight.py refuses what cannot be loaded (git-lfs pointers, blocking static
-findings, weights larger than the device's free memory) before torch is touched;
-session.py loads with transformers and generates; checks.py decides; output.py shows.
+Stages: preflight.py refuses what cannot be loaded or probed (git-lfs pointers, blocking
+static findings, no chat template, weights larger than the device's free memory) before
+any weights are loaded; session.py loads with transformers and generates; checks.py
+decides; output.py shows.
 This module imports nothing heavy: torch and transformers load inside run_probe only.
 """
 
@@ -74,7 +75,7 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
         result.weights_bytes = weights.nbytes
         result.family = lineage.detect(repo).family
         family = registry.family(result.family)
-        template = repo.chat_template.text if repo.chat_template is not None else None
+        template = repo.chat_template.text  # preflight refused a repo without one
 
         step("importing torch")
         from hfdoctor.probe.checks import run_checks

@@ -6,6 +6,7 @@ Refused (exit 2) before anything heavy is loaded:
   would crash, or silently build a model with freshly initialised tensors);
 - there are no safetensors weights (pickle checkpoints are never unpickled by hfdoctor), or
   the index names shards that are not there;
+- there is no chat template to render the prompts with;
 - the parameter bytes the safetensors headers declare exceed the free memory of the device.
 
 Only headers are read here (hfdoctor.weights): a refused 70B checkpoint costs milliseconds.
@@ -130,8 +131,21 @@ def check_memory(weights: Weights, device: str, staging_for: str | None = None) 
     )
 
 
+def check_chat_template(repo: ModelRepo) -> None:
+    """The probe renders its prompts with the repo's own template; without one there is
+    nothing to test, and loading the weights first would only cost time."""
+    if repo.chat_template is None:
+        raise ProbeRefused(
+            "the checkout has no chat template (chat_template.jinja, or `chat_template` in tokenizer_config.json) "
+            "to render the prompts with: see `hfdoctor check` (missing-chat-template); `hfdoctor fix` inserts "
+            "the upstream template when it knows the family"
+        )
+
+
 def before_loading(repo: ModelRepo) -> Weights:
     """Every check that needs no torch (the memory check comes once the device is known)."""
     check_lfs_pointers(repo)
     check_static_rules(repo)
-    return weights_to_load(repo)
+    weights = weights_to_load(repo)
+    check_chat_template(repo)
+    return weights
