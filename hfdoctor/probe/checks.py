@@ -188,7 +188,7 @@ def run_checks(session: Session, family: Family | None, template: str | None,
     step("deterministic: the same prompt inside a left-padded batch")
     longer = session.render([{"role": "user", "content": LONGER_QUESTION}], **(
         {"enable_thinking": True} if support.on_reason is None else {}))
-    batched = session.generate([prompt, longer])[0]
-    padding = max(0, len(session.tokenizer(longer, add_special_tokens=False)["input_ids"]) - first.prompt_tokens)
+    batched, beside = session.generate([prompt, longer])
+    padding = max(0, beside.prompt_tokens - first.prompt_tokens)
     results.append(deterministic(session, first, again, batched, padding))
     return results
