@@ -175,6 +175,19 @@ def test_refuses_a_checkout_without_chat_template_before_loading(copy_fixture, c
     assert "probe refused" in err
 
 
+def test_a_model_that_fails_to_generate_is_reported_not_a_traceback(capsys, monkeypatch):
+    from transformers import GenerationMixin
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(GenerationMixin, "generate", out_of_memory)
+    code, report, err = probe_json(THINKER, capsys)
+    assert code == 2 and report["checks"] == []
+    assert report["refused"] == "generation failed: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert "Traceback" not in err
+
+
 def test_refuses_cuda_when_there_is_none(capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

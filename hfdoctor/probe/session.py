@@ -142,11 +142,14 @@ class Session:
             eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
         )
         started = time.perf_counter()
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                generation_config=config,
-            )
+        try:
+            with torch.no_grad():
+                out = self.model.generate(
+                    input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
+                    generation_config=config,
+                )
+        except Exception as err:  # the model loaded but cannot run (a forward error, out of memory): reported
+            raise ProbeRefused(f"generation failed: {type(err).__name__}: {err}") from None
         seconds = time.perf_counter() - started
         results = []
         for row, prompt in enumerate(prompts):
