@@ -42,7 +42,7 @@ class BaseModel:
             if key == "num_experts":
                 got = config.get("num_experts", config.get("n_routed_experts"))
             else:
-                got = _config_value(config, key)
+                got = config_value(config, key)
             if got != value:
                 return False
         return True
@@ -93,18 +93,15 @@ class Family:
         return None
 
 
-def _config_value(config: dict[str, Any], key: str) -> Any:
+def config_value(config: dict[str, Any] | None, key: str) -> Any:
     """A config value, looking into text_config for multimodal wrappers."""
+    config = config or {}
     if key in config:
         return config[key]
     text_config = config.get("text_config")
     if isinstance(text_config, dict):
         return text_config.get(key)
     return None
-
-
-def config_value(config: dict[str, Any] | None, key: str) -> Any:
-    return _config_value(config or {}, key)
 
 
 @lru_cache(maxsize=1)

@@ -120,18 +120,25 @@ class ModelRepo:
     # --- files -----------------------------------------------------------------
 
     @cached_property
-    def files(self) -> list[str]:
-        """Every file below the root (posix relative paths, sorted), VCS dirs skipped.
+    def _walk(self) -> tuple[list[str], list[str]]:
+        """One walk of the tree: (every file, directories named like weight files).
 
-        Symlinked directories are not followed, so a link loop cannot hang the walk.
+        VCS and cache dirs are skipped; symlinked directories are not followed, so a link
+        loop cannot hang the walk. Paths are posix, relative to the root, sorted.
         """
-        found: list[str] = []
+        files: list[str] = []
+        weight_dirs: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
             rel_dir = Path(dirpath).relative_to(self.root)
-            for name in filenames:
-                found.append((rel_dir / name).as_posix())
-        return sorted(found)
+            files.extend((rel_dir / name).as_posix() for name in filenames)
+            weight_dirs.extend((rel_dir / d).as_posix() for d in dirnames if d.endswith(WEIGHT_SUFFIXES))
+        return sorted(files), sorted(weight_dirs)
+
+    @cached_property
+    def files(self) -> list[str]:
+        """Every file below the root (posix relative paths, sorted), VCS dirs skipped."""
+        return self._walk[0]
 
     def exists(self, rel: str) -> bool:
         return os.path.lexists(self.root / rel)
@@ -436,10 +443,4 @@ class ModelRepo:
     @cached_property
     def weight_dirs(self) -> list[str]:
         """Directories named like weight files (`x.safetensors/`): always a mistake."""
-        found = []
-        for dirpath, dirnames, _ in os.walk(self.root, followlinks=False):
-            dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS]
-            for d in dirnames:
-                if d.endswith(WEIGHT_SUFFIXES):
-                    found.append((Path(dirpath).relative_to(self.root) / d).as_posix())
-        return sorted(found)
+        return self._walk[1]

@@ -8,7 +8,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.findings import Edit, Finding, Fix, Severity
-from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list
+from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
 from hfdoctor.rules.base import Rule, rule
 
 
@@ -41,8 +41,6 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 file=where, pointer=f"/{key}",
             )
     tc, stm = repo.tokenizer_config or {}, repo.special_tokens_map or {}
-    from hfdoctor.repo import token_content
-
     for key in SPECIAL_TOKEN_KEYS:
         a, b = token_content(tc.get(key)), token_content(stm.get(key))
         if key in tc and key in stm and a != b:
