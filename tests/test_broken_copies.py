@@ -25,11 +25,13 @@ def remove_templates(folder: Path) -> None:
     (folder / "chat_template.jinja").unlink(missing_ok=True)
 
 
-def assert_fires(folder: Path, rule: str, severity: str = "error") -> dict:
+def assert_fires(folder: Path, rule: str, severity: str = "error") -> tuple[dict, dict]:
+    """Check `folder`; `rule` must fire at `severity`. Returns the report and its first such finding."""
     report, proc = check_json(folder)
     assert rule in rules_fired(report, severity), report["findings"]
     assert proc.returncode == (1 if severity == "error" else proc.returncode)
-    return report
+    finding = next(f for f in report["findings"] if f["rule"] == rule and f["severity"] == severity)
+    return report, finding
 
 
 def test_originals_are_clean_for_these_rules():
@@ -42,8 +44,7 @@ def test_originals_are_clean_for_these_rules():
 def test_template_removed(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
     remove_templates(folder)
-    report = assert_fires(folder, "missing-chat-template")
-    finding = next(f for f in report["findings"] if f["rule"] == "missing-chat-template")
+    _, finding = assert_fires(folder, "missing-chat-template")
     assert finding["code"] == "TPL001" and finding["file"] == "tokenizer_config.json"
     assert "<|im_end|>" in finding["message"]  # says why it is a chat model
 
@@ -60,8 +61,7 @@ def test_base_model_of_another_family(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
     card = (folder / "README.md").read_text()
     (folder / "README.md").write_text(card.replace("- Qwen/Qwen3-8B-Base", "- meta-llama/Meta-Llama-3.1-8B"))
-    report = assert_fires(folder, "base-model-mismatch")
-    finding = next(f for f in report["findings"] if f["rule"] == "base-model-mismatch")
+    report, finding = assert_fires(folder, "base-model-mismatch")
     assert finding["file"] == "README.md" and finding["line"] == 6
     assert "Qwen3" in finding["message"] and "meta-llama/Meta-Llama-3.1-8B" in finding["message"]
     assert report["lineage"]["family"] == "qwen3"
@@ -79,8 +79,7 @@ def test_eos_without_end_of_turn(copy_upstream):
     gen = load(folder / "generation_config.json")
     gen["eos_token_id"] = [151643]
     dump(folder / "generation_config.json", gen)
-    report = assert_fires(folder, "eos-not-end-of-turn")
-    finding = next(f for f in report["findings"] if f["rule"] == "eos-not-end-of-turn")
+    _, finding = assert_fires(folder, "eos-not-end-of-turn")
     assert "151645" in finding["message"] and finding["file"] == "generation_config.json"
 
 
@@ -89,16 +88,15 @@ def test_eos_without_end_of_turn_llama(copy_upstream):
     gen = load(folder / "generation_config.json")
     gen["eos_token_id"] = 128001
     dump(folder / "generation_config.json", gen)
-    report = assert_fires(folder, "eos-not-end-of-turn")
-    assert "<|eot_id|>" in next(f["message"] for f in report["findings"] if f["rule"] == "eos-not-end-of-turn")
+    _, finding = assert_fires(folder, "eos-not-end-of-turn")
+    assert "<|eot_id|>" in finding["message"]
 
 
 def test_tokenizer_from_another_family(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
     (folder / "tokenizer.json").write_bytes((UPSTREAM / "meta-llama--Llama-3.1-8B-Instruct" / "tokenizer.json").read_bytes())
-    report = assert_fires(folder, "tokenizer-lineage-mismatch")
-    message = next(f["message"] for f in report["findings"] if f["rule"] == "tokenizer-lineage-mismatch")
-    assert "Llama" in message and "qwen3" in message
+    report, finding = assert_fires(folder, "tokenizer-lineage-mismatch")
+    assert "Llama" in finding["message"] and "qwen3" in finding["message"]
     # Its added tokens no longer agree with tokenizer_config.json's either.
     assert "added-tokens-inconsistent" in rules_fired(report)
 
@@ -114,8 +112,7 @@ def test_truncated_json(copy_upstream, filename):
     folder = copy_upstream("Qwen--Qwen3-8B")
     data = (folder / filename).read_bytes()
     (folder / filename).write_bytes(data[: len(data) // 2])
-    report = assert_fires(folder, "file-unreadable")
-    finding = next(f for f in report["findings"] if f["rule"] == "file-unreadable")
+    _, finding = assert_fires(folder, "file-unreadable")
     assert finding["file"] == filename and "truncated" in finding["message"]
 
 
@@ -129,8 +126,7 @@ def test_card_with_broken_yaml(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
     card = (folder / "README.md").read_text()
     (folder / "README.md").write_text(card.replace("base_model:\n- Qwen/Qwen3-8B-Base", "base_model: [Qwen/Qwen3-8B-Base\n\tbad: x"))
-    report = assert_fires(folder, "card-metadata")
-    finding = next(f for f in report["findings"] if f["rule"] == "card-metadata")
+    _, finding = assert_fires(folder, "card-metadata")
     assert finding["file"] == "README.md" and finding["line"] is not None
 
 
@@ -147,8 +143,7 @@ def test_architecture_of_another_family(copy_upstream):
     config = load(folder / "config.json")
     config["architectures"] = ["LlamaForCausalLM"]
     dump(folder / "config.json", config)
-    report = assert_fires(folder, "config-architecture-mismatch")
-    finding = next(f for f in report["findings"] if f["rule"] == "config-architecture-mismatch")
+    _, finding = assert_fires(folder, "config-architecture-mismatch")
     assert finding["pointer"] == "/architectures/0" and finding["line"] is not None
 
 
@@ -165,7 +160,7 @@ def test_special_token_not_in_vocab(copy_upstream):
     tc = load(folder / "tokenizer_config.json")
     tc["eos_token"] = "<|im_stop|>"
     dump(folder / "tokenizer_config.json", tc)
-    report = assert_fires(folder, "special-token-missing")
+    report, _ = assert_fires(folder, "special-token-missing")
     assert any("<|im_stop|>" in f["message"] for f in report["findings"])
 
 
