@@ -106,3 +106,16 @@ class Report:
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
+
+
+@dataclass
+class FixResult:
+    """What `fix` did (or would do) to one target, for the writers in hfdoctor.report."""
+
+    after: Report  # what `check` says once the changes are on disk
+    applied: list[Finding]  # the findings whose fixes were applied (or planned, with --diff)
+    refused: list[str]  # "CODE rule: why" for fixes that were not applied
+    files: list[str]  # the files changed (or to change)
+    written: bool
+    diff: str | None = None  # the unified diff, when it was asked for
+    errors: list[str] = field(default_factory=list)

@@ -24,6 +24,7 @@ from typing import Any
 from hfdoctor import registry
 from hfdoctor.registry import Family
 from hfdoctor.repo import ModelRepo, token_content
+from hfdoctor.weights.layout import infer_weights_families
 
 # Fixed probe text for the encode fingerprint: digits, contractions, runs of spaces,
 # tabs and newlines, accents, CJK, emoji and code, where pre-tokenizers differ.
@@ -157,10 +158,6 @@ def card_families(repo: ModelRepo) -> list[Family]:
 
 def weights_families(repo: ModelRepo) -> list[Family] | None:
     """Families the weight headers look like (None when there is nothing to read)."""
-    try:
-        from hfdoctor.weights import infer_weights_families
-    except ImportError:
-        return None
     return infer_weights_families(repo)
 
 

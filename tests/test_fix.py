@@ -26,10 +26,12 @@ from rich.console import Console
 from conftest import UPSTREAM, check_json, rules_fired, run_cli
 from hfdoctor import jsontext, registry
 from hfdoctor.findings import Edit, Severity
-from hfdoctor.fix import (
-    EditConflict, UnsafeWrite, apply_edits, card_set_base_model, missing_template_fix, plan_fixes, run_fix,
-    writable_path, write_changes,
-)
+from hfdoctor.edits.apply import EditConflict, apply_edits
+from hfdoctor.edits.card_edits import card_set_base_model
+from hfdoctor.edits.template_edits import missing_template_fix
+from hfdoctor.fix import run_fix
+from hfdoctor.fix.plan import plan_fixes
+from hfdoctor.fix.write import UnsafeWrite, writable_path, write_changes
 from hfdoctor.repo import ModelRepo
 from hfdoctor.upstream import Upstream, canonical_template
 
@@ -444,7 +446,7 @@ def test_a_failing_rename_leaves_every_file_old(replica, monkeypatch):
 
     monkeypatch.setattr(os, "replace", replace_then_fail)
     with pytest.raises(OSError):
-        write_changes(plan)
+        write_changes(plan.root, plan.changed, plan.original)
     monkeypatch.setattr(os, "replace", real_replace)
     assert {k: v[0] for k, v in snapshot(replica).items()} == {k: v[0] for k, v in before.items()}
     assert temp_files(replica) == []
@@ -486,7 +488,7 @@ def test_a_failure_while_staging_leaves_nothing_behind(replica, monkeypatch):
     plan = plan_fixes(replica, upstream=OFFLINE_UPSTREAM)
     monkeypatch.setattr(os, "fsync", no_fsync)
     with pytest.raises(KeyboardInterrupt):
-        write_changes(plan)
+        write_changes(plan.root, plan.changed, plan.original)
     assert snapshot(replica) == before and temp_files(replica) == []
 
 
@@ -496,7 +498,7 @@ def test_killed_between_renames_every_file_is_old_or_new(replica):
     script = textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        from hfdoctor import fix
+        from hfdoctor.fix import plan as fix_plan, write as fix_write
         from hfdoctor.upstream import Upstream
         real_replace, calls = os.replace, []
         def replace(src, dst):
@@ -505,9 +507,9 @@ def test_killed_between_renames_every_file_is_old_or_new(replica):
                 os.kill(os.getpid(), signal.SIGKILL)
             real_replace(src, dst)
         os.replace = replace
-        plan = fix.plan_fixes({str(replica)!r}, upstream=Upstream((Path({str(UPSTREAM)!r}),), use_cache=False, use_hub=False))
+        plan = fix_plan.plan_fixes({str(replica)!r}, upstream=Upstream((Path({str(UPSTREAM)!r}),), use_cache=False, use_hub=False))
         assert not plan.internal_errors and len(plan.changed) == 2, plan
-        fix.write_changes(plan)
+        fix_write.write_changes(plan.root, plan.changed, plan.original)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == -9, proc.stderr
@@ -529,7 +531,7 @@ def test_a_file_changed_since_planning_is_not_overwritten(replica):
     plan = plan_fixes(replica, upstream=OFFLINE_UPSTREAM)
     (replica / "README.md").write_text("edited meanwhile\n")
     with pytest.raises(OSError, match="changed on disk"):
-        write_changes(plan)
+        write_changes(plan.root, plan.changed, plan.original)
     assert (replica / "README.md").read_text() == "edited meanwhile\n"
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT, UPSTREAM, check_json, rules_fired
 from hfdoctor.chat import analysis as analysis_mod
+from hfdoctor.chat import renders
 from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import analyze, run_analysis
 from hfdoctor.chat.sandbox import Limits, run_bounded
@@ -165,7 +166,7 @@ def test_a_huge_raise_exception_message_is_cut_short():
 def test_the_first_oversized_message_is_the_one_reported():
     result = run_analysis("{{ 'x' * 400 }}", {"eos_token": "</s>"}, limits=Limits(message_bytes=300))
     assert result.fatal is not None and result.fatal[1].kind == "too-large"
-    assert result.fatal[0] == analysis_mod.render_key(*analysis_mod.DEFAULT_RENDERS[0])
+    assert result.fatal[0] == renders.render_key(*renders.DEFAULT_RENDERS[0])
 
 
 def test_doubling_string_is_stopped_by_the_memory_cap():

@@ -19,19 +19,15 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, UPSTREAM
-from hfdoctor import lineage, registry, weights
+from hfdoctor import lineage, registry
+from hfdoctor.weights import expected as weights
 from hfdoctor.check import run_rules
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules import selected_rules
 from hfdoctor.upstream import Upstream
-from hfdoctor.weights import (
-    CannotVerify,
-    ExpectedLayout,
-    WeightFileError,
-    expected_layout,
-    infer_weights_families,
-    read_safetensors_header,
-)
+from hfdoctor.weights.expected import CannotVerify, ExpectedLayout, expected_layout
+from hfdoctor.weights.headers import WeightFileError, read_safetensors_header
+from hfdoctor.weights.layout import infer_weights_families
 from weights_util import model_tensors, run_measured, upstream_weight_map, write_checkpoint, write_sparse_safetensors
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
@@ -554,7 +550,7 @@ def test_headers_only_lineage_imports_no_torch(tmp_path):
     """infer_weights_families (called by lineage on every check) reads headers, not torch."""
     path = checkpoint(tmp_path, "microsoft--phi-4")
     code = (
-        "import sys; from hfdoctor.repo import ModelRepo; from hfdoctor.weights import infer_weights_families; "
+        "import sys; from hfdoctor.repo import ModelRepo; from hfdoctor.weights.layout import infer_weights_families; "
         f"print([f.key for f in infer_weights_families(ModelRepo({str(path)!r}))]); "
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     )

@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 from hfdoctor.chat import corpus
-from hfdoctor.chat.analysis import TemplateAnalysis, render_key
+from hfdoctor.chat.renders import TemplateAnalysis, render_key
 
 CONTEXT_CHARS = 30
 

@@ -42,7 +42,7 @@ from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Defined without jinja2, so that a stored analysis never needs to import it.
-from hfdoctor.chat.analysis import SPECIAL_TOKEN_NAMES
+from hfdoctor.chat.renders import SPECIAL_TOKEN_NAMES
 
 # Names a message's reasoning is passed under; the first is the one templates read.
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")

@@ -21,9 +21,10 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from hfdoctor.chat import analysis as analysis_mod
 from hfdoctor.chat import corpus
-from hfdoctor.chat.analysis import Outcome, RenderError, TemplateAnalysis
+from hfdoctor.chat import renders as plan_mod
+from hfdoctor.chat.renders import Outcome, RenderError, TemplateAnalysis
+from hfdoctor.registry import data_file
 
 # Bump when what an analysis records changes.
 STORE_VERSION = 1
@@ -33,8 +34,8 @@ DIRECTORY = "analyses"
 @lru_cache(maxsize=1)
 def corpus_digest() -> str:
     """Changes whenever the corpus or the render plan does."""
-    plan = [analysis_mod.DEFAULT_RENDERS, analysis_mod.MODE_RENDERS, analysis_mod.KWARG_VALUES,
-            str(analysis_mod.FIXED_NOW), [c.inputs() for c in corpus.CORPUS]]
+    plan = [plan_mod.DEFAULT_RENDERS, plan_mod.MODE_RENDERS, plan_mod.KWARG_VALUES,
+            str(plan_mod.FIXED_NOW), [c.inputs() for c in corpus.CORPUS]]
     return hashlib.sha256(json.dumps(plan, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -76,8 +77,6 @@ def from_json(text: str, data: dict[str, Any]) -> TemplateAnalysis:
 
 def load(text: str, special_tokens: dict[str, str], tool_use: bool) -> TemplateAnalysis | None:
     """The shipped analysis of exactly this template and these tokens, or None."""
-    from hfdoctor.registry import data_file
-
     try:
         path = data_file(f"{DIRECTORY}/{key(text, special_tokens, tool_use)}.json")
         return from_json(text, json.loads(path.read_text(encoding="utf-8"))["analysis"])

@@ -45,7 +45,7 @@ def human_bytes(n: float) -> str:
 
 def check_lfs_pointers(repo: ModelRepo) -> None:
     """Any file still a git-lfs pointer: weights, but also a tokenizer.json stored in LFS."""
-    from hfdoctor.weights import lfs_pointer
+    from hfdoctor.weights.headers import lfs_pointer
 
     pointers = [rel for rel in repo.files if lfs_pointer(repo.root / rel, rel) is not None]
     if pointers:
@@ -71,7 +71,7 @@ def check_static_rules(repo: ModelRepo) -> None:
 def weights_to_load(repo: ModelRepo) -> Weights:
     """The safetensors files that hold the model and their parameter bytes, from headers only
     (read once per repo: check_static_rules has read them already)."""
-    from hfdoctor.weights import repo_weights
+    from hfdoctor.weights.headers import repo_weights
 
     view = repo_weights(repo)
     if not view.main_files:

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from hfdoctor.findings import Report, Severity
+from hfdoctor.findings import Applicability, FixResult, Report, Severity
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -54,3 +54,32 @@ def write_section(console: Console, name: str, body: Any) -> None:
                 continue
             parts.append(f"{key}={value}")
         console.print(f"  {escape(name)}: {escape(', '.join(parts))}", soft_wrap=True)
+
+
+def write_fix_text(result: FixResult, console: Console) -> None:
+    """What fix did (or, with --diff, would do), then what is left, as `check` shows it."""
+    after = result.after
+    preview = result.diff is not None
+    verb = "would fix" if preview or not result.written else "fixed"
+    if result.applied and result.files:
+        files = ", ".join(result.files)
+        console.print(f"[bold]{escape(after.target)}[/bold]: {verb} {len(result.applied)} finding(s) in {escape(files)}"
+                      + ("; nothing written (--diff)" if preview else ""))
+        for finding in result.applied:
+            assert finding.fix is not None
+            console.print(f"  [green]{verb}[/green] {finding.code} [dim]{finding.rule}[/dim] "
+                          f"{escape(finding.file or '')}: {escape(finding.fix.title)}", soft_wrap=True)
+    else:
+        console.print(f"[bold]{escape(after.target)}[/bold]: nothing to fix")
+    for reason in result.refused:
+        console.print(f"  [yellow]not fixed[/yellow] {escape(reason)}", soft_wrap=True)
+    for err in result.errors:
+        console.print(f"[bold red]error:[/bold red] {escape(err)}", soft_wrap=True)
+    unsafe = [f for f in after.findings if f.fix is not None and f.fix.applicability is Applicability.UNSAFE]
+    if unsafe:
+        console.print(f"  {len(unsafe)} more fix(es) available with --unsafe-fixes")
+    if preview:
+        console.print("left after applying this diff:")
+    else:
+        console.print("left after fixing:" if result.written or not result.files else "left (nothing was written):")
+    write_text([after], console)

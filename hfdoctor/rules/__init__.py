@@ -1,7 +1,10 @@
 """The rule registry: an explicit, ordered list, so `hfdoctor rules` is stable.
 
-Importing this module imports no heavy library (torch, transformers): rules import
-what they need inside their check functions.
+One module per area (config, tokenizer, template/, card, weights, security). A rule reads
+the repository view (repo, lineage, chat, weights) and returns findings; a fix is data,
+built with hfdoctor.edits. Rules never import check, fix or report. Importing this
+package imports no heavy library (torch, transformers): the few rules that need one
+import it inside their check functions.
 """
 
 from __future__ import annotations

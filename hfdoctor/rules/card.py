@@ -6,6 +6,7 @@ from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
 from hfdoctor import registry
+from hfdoctor.edits.card_edits import card_set_base_model
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
@@ -66,10 +67,6 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
 def _base_model_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> Fix | None:
     if not lineage.base_model:
-        return None
-    try:
-        from hfdoctor.fix import card_set_base_model
-    except ImportError:
         return None
     edit = card_set_base_model(repo, lineage.base_model)
     if edit is None:

@@ -12,7 +12,7 @@ from hfdoctor.findings import Finding, Severity
 from hfdoctor.pickles import scan_pickle_file
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
 from hfdoctor.rules.base import Rule, rule
-from hfdoctor.weights import repo_weights
+from hfdoctor.weights.headers import repo_weights
 
 
 def _names(imports, limit: int = 4) -> str:

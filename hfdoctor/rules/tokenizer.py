@@ -7,6 +7,7 @@ from typing import Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor import registry
 from hfdoctor.chat.turns import end_of_turn
+from hfdoctor.edits.json_edits import json_add_to_id_list
 from hfdoctor.findings import Edit, Finding, Fix, Severity
 from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
 from hfdoctor.rules.base import Rule, rule
@@ -215,11 +216,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
 
 def _add_eos_fix(repo: ModelRepo, source: str, token_id: int) -> Fix | None:
-    """The edit that appends `token_id` to eos_token_id (the fixer module does the byte work)."""
-    try:
-        from hfdoctor.fix import json_add_to_id_list
-    except ImportError:
-        return None
+    """The edit that appends `token_id` to eos_token_id."""
     edit: Edit | None = json_add_to_id_list(repo, source, "/eos_token_id", token_id)
     if edit is None:
         return None

@@ -14,17 +14,9 @@ from hfdoctor import registry
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
-from hfdoctor.weights import (
-    BIN_INDEX_FILE,
-    INDEX_FILE,
-    SHARD_NAME,
-    CannotVerify,
-    ConfigRejected,
-    expected_layout,
-    looks_like,
-    repo_layout,
-    repo_weights,
-)
+from hfdoctor.weights.expected import CannotVerify, ConfigRejected, expected_layout
+from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, repo_weights
+from hfdoctor.weights.layout import looks_like, repo_layout
 
 EXAMPLES = 3
 

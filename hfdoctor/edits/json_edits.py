@@ -1,0 +1,106 @@
+"""JSON edits: make one pointer hold one value, touching only that value's bytes.
+
+A JSON edit replaces the bytes of one value or inserts one member, in the file's own
+style (hfdoctor.jsontext: indentation, key order, escaping, line ends). Every edit is
+applied in memory and re-parsed before it is offered: if the result is not exactly the
+old document with that one value set, no edit is offered.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import PurePosixPath
+from typing import Any
+
+from hfdoctor import jsontext
+from hfdoctor.findings import Edit
+from hfdoctor.repo import ModelRepo
+
+# Files transformers writes with ensure_ascii=False. An all-ASCII file does not show
+# which way it was written; for these, new non-ASCII text is written raw, elsewhere
+# (config.json, generation_config.json: plain json.dumps) as \u escapes.
+UTF8_JSON_FILES = {"tokenizer_config.json", "chat_template.json", "special_tokens_map.json", "added_tokens.json"}
+
+
+def json_set_value(repo: ModelRepo, file: str, pointer: str, value: Any) -> Edit | None:
+    """The edit that makes `pointer` in `file` hold `value` (replacing or inserting);
+    None when the file is absent or broken, the value is already there, or no exact
+    edit can be made."""
+    return _json_edit(repo, file, pointer, value, lambda data, style: jsontext.set_value(data, pointer, value, style))
+
+
+def json_add_to_id_list(repo: ModelRepo, file: str, pointer: str, token_id: int) -> Edit | None:
+    """The edit that adds `token_id` to the id list at `pointer` (eos_token_id): an int
+    becomes [old, new], a list gains the id at its end. None when it is already there."""
+    obj = repo.json(file)
+    if obj is None:
+        return None
+    current = _resolve(obj, jsontext.parse_pointer(pointer))
+    if isinstance(current, list):
+        wanted: Any = current + [token_id]
+    elif isinstance(current, int) and not isinstance(current, bool):
+        wanted = [current, token_id]
+    else:
+        wanted = token_id
+    return _json_edit(repo, file, pointer, wanted, lambda d, style: jsontext.add_to_id_list(d, pointer, token_id, style))
+
+
+_MISSING = object()
+
+
+def _json_edit(repo: ModelRepo, file: str, pointer: str, wanted: Any, make) -> Edit | None:
+    data = repo.raw(file)
+    obj = repo.json(file)
+    if data is None or obj is None:
+        return None
+    parts = jsontext.parse_pointer(pointer)
+    if _resolve(obj, parts) == wanted:
+        return None
+    style = jsontext.detect_style(data, ensure_ascii_default=PurePosixPath(file).name not in UTF8_JSON_FILES)
+    splice = make(data, style)
+    if splice is None:
+        return None
+    # The patched text must parse to exactly the old document with that one value set.
+    try:
+        patched = json.loads(splice.apply(data))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    expected = _with_value(obj, parts, wanted)
+    if expected is _MISSING or patched != expected:
+        return None
+    return Edit(file, splice.start, splice.end, splice.text)
+
+
+def _resolve(obj: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return _MISSING
+    return obj
+
+
+def _with_value(obj: Any, parts: list[str], value: Any) -> Any:
+    """A copy of `obj` with `value` at `parts` (parents created); _MISSING if impossible."""
+    result = copy.deepcopy(obj)
+    node = result
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        elif isinstance(node, list) and part == "-" and last:
+            node.append(value)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        else:
+            return _MISSING
+    return result

@@ -1,0 +1,79 @@
+"""`hfdoctor fix`: the minimal, exact, atomic patch.
+
+The fixes themselves are data: rules attach Fix objects built by hfdoctor.edits to
+their findings. This package turns them into files on disk:
+
+- plan.py: check, apply fixes in memory, check again, until nothing more applies;
+  refuse what must not be written. Writes nothing.
+- write.py: atomic writes (temporary file, fsync, rename), mode kept, never through a
+  symlink that leaves the repository, never a weight file.
+
+Output (summary, JSON, diff) is hfdoctor.report's job, one module per format for both
+`check` and `fix`. This package may import check (and through it the rules), edits,
+repo and report; nothing imports it but the CLI.
+
+Exit code of `fix` (CONTRACT.md): 0 when nothing at or above --fail-on is left after
+fixing, 1 when something is, 2 when hfdoctor failed (a rule crashed, a write failed).
+A fixer that changed files does *not* exit 1 by itself: pre-commit already fails a hook
+that modified files, and the contract says fix's 1 means "what is left". With --diff
+nothing is written, so what is left is what is on disk: the exit code is check's.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+
+from hfdoctor.findings import FixResult, Severity
+from hfdoctor.fix.plan import plan_fixes
+from hfdoctor.fix.write import UnsafeWrite, write_changes
+from hfdoctor.report.diff import unified_diff
+from hfdoctor.report.json_report import write_fix_json
+from hfdoctor.report.text import write_fix_text
+
+
+def run_fix(
+    target: str,
+    *,
+    diff: bool,
+    unsafe_fixes: bool,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    upstream,
+    fail_on: Severity,
+    output_format: str,
+    console: Console,
+) -> int:
+    """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left."""
+    plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes)
+    errors = list(plan.internal_errors)
+    written = False
+    # plan.after was checked on exactly the bytes that write_changes puts on disk.
+    after = plan.after
+    if diff:
+        left = plan.before  # nothing is written: what is left is what is on disk
+    else:
+        if plan.changed:
+            try:
+                write_changes(plan.root, plan.changed, plan.original)
+                written = True
+            except (OSError, UnsafeWrite) as err:
+                errors.append(f"nothing written: {err}")
+                after = plan.before
+        left = after
+    after.target = str(target)
+    diff_text = unified_diff(plan.original, plan.changed) if diff else None
+    result = FixResult(after, plan.applied, plan.refused, sorted(plan.changed), written, diff_text, errors)
+    if output_format == "json":
+        print(write_fix_json(result))
+    else:
+        if diff_text is not None:  # the diff on stdout (pipe it to `git apply`), the summary on stderr
+            console.file.write(diff_text)
+            console.file.flush()
+            console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+        write_fix_text(result, console)
+    if errors:
+        return 2
+    worst = left.worst()
+    return 1 if worst is not None and worst >= fail_on else 0

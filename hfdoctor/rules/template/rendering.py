@@ -1,0 +1,220 @@
+"""Does the template work at all: it compiles, renders the standard conversations, and emits
+only markers that are tokens of the vocabulary."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import TYPE_CHECKING, Iterator
+
+from hfdoctor.chat import capabilities, corpus
+from hfdoctor.findings import Finding, Severity
+from hfdoctor.repo import ModelRepo
+from hfdoctor.rules.base import Rule, rule
+from hfdoctor.rules.template.common import (
+    analysis_of, default_template, is_token_name, line_of_text, location, quoted_line, shapes_text, template_sources,
+)
+
+if TYPE_CHECKING:
+    from hfdoctor.chat.renders import RenderError, TemplateAnalysis
+
+# Shapes whose crash is only reported in the capabilities (servers flatten typed text
+# parts for text-only models; documents are not an OpenAI field).
+CAPABILITY_ONLY = {"typed_content", "typed_system", "documents"}
+TOOL_SHAPES = {"tool_call", "tool_result", "tool_result_reply", "tool_call_string_args", "tool_call_null_content",
+               "parallel_tool_calls"}
+
+@rule("TPL003", "chat-template-syntax-error", Severity.ERROR)
+def chat_template_syntax_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The chat template does not compile.
+
+    Why: transformers compiles the template on the first apply_chat_template call, so
+    every chat request fails (vLLM and TGI answer HTTP 500, `transformers serve` and
+    training scripts raise jinja2.TemplateSyntaxError). Compiled as transformers does:
+    jinja2 with trim_blocks, lstrip_blocks, loopcontrols and the `{% generation %}` tag.
+
+    Example: a template cut short by a bad copy-paste ends inside `{% for %}`:
+    "Unexpected end of template. Jinja was looking for 'endfor'".
+
+    Fix: none automatic; the message gives the template line. Restore the upstream
+    template or close the block.
+    """
+    for source in template_sources(repo):
+        error = analysis_of(repo, source).compile_error
+        if error is None:
+            continue
+        if error.kind == "syntax":
+            message = (f"the {source.name!r} chat template does not compile: {error.message} "
+                       f"(template line {error.line}{quoted_line(source, error.line)}). "
+                       "Every apply_chat_template call and every chat request fails.")
+        else:
+            message = (f"the {source.name!r} chat template could not be compiled within hfdoctor's limits: "
+                       f"{error.describe()}. Servers would stall or fail on it as well.")
+        yield self.finding(repo, message, **location(repo, source, error.line))
+
+
+def _crash_hint(analysis: "TemplateAnalysis", names: set[str], error: "RenderError") -> str:
+    if error.kind == "undefined" and is_token_name(error.variable):
+        return (f" transformers passes the tokenizer's named special tokens to the template, and this tokenizer "
+                f"config names no {error.variable}; define it in tokenizer_config.json.")
+    args_object = analysis.outcome("tool_call", False)
+    args_string = analysis.outcome("tool_call_string_args", True)
+    object_fails = args_object is not None and args_object.error is not None
+    string_fails = args_string is not None and args_string.error is not None
+    if error.kind == "forbidden":
+        return (" transformers renders in an immutable sandbox, so list.append / dict.update are refused; "
+                "build lists with `namespace` or filters instead.")
+    if names == {"tool_call_null_content"} and "content" in error.message:
+        return (" OpenAI clients send `content: null` beside tool_calls and transformers drops null-valued keys, "
+                "so `message.content` is undefined here; test `message.content is string` before using it.")
+    if object_fails and not string_fails and names & {"tool_call", "tool_result", "tool_result_reply"}:
+        return (" The template expects function.arguments as a JSON string, but vLLM and `transformers serve` "
+                "parse arguments into an object before rendering, so tool calls crash there; "
+                "accept both (`arguments if arguments is string else arguments | tojson`).")
+    if string_fails and not object_fails and "tool_call_string_args" in names:
+        return (" The template expects function.arguments as an object; code that passes OpenAI's JSON string "
+                "straight to apply_chat_template crashes it. Parse arguments with json.loads first, or test "
+                "`arguments is string` in the template.")
+    return ""
+
+
+@rule("TPL004", "chat-template-render-error", Severity.ERROR)
+def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The template raises, or never returns, on a standard conversation.
+
+    Rendered over hfdoctor's conversation corpus (user turns, system prompt, replies,
+    reasoning_content, tool definitions, tool calls with object and JSON-string
+    arguments, tool results, parallel calls), exactly as transformers'
+    apply_chat_template would, in a separate process bounded in time and memory.
+
+    Severity: error when a core shape (user/system/assistant turns) crashes, or when the
+    template loops forever, exhausts memory or reaches for Python internals (a sandbox
+    escape attempt); warning when an optional feature (tools, reasoning) crashes. A
+    template that declines a shape on purpose with raise_exception (Mistral v0.2 refusing
+    a system role, Llama 3.1 refusing parallel tool calls) is its documented format: that
+    is reported as info, not as an error.
+
+    Why: a crash is an HTTP 500 for every request of that shape in vLLM, TGI, SGLang and
+    `transformers serve`, and an exception in training-data pipelines.
+
+    Fix: none automatic; the message names the shape, the exception and the template line.
+    """
+
+    for source in template_sources(repo):
+        analysis = analysis_of(repo, source)
+        if not analysis.compiled:
+            continue
+        if analysis.fatal is not None:
+            key, error = analysis.fatal
+            if key is None:
+                what = f"hfdoctor refused to render the {source.name!r} chat template"
+            else:
+                what = f"rendering the {source.name!r} chat template on {corpus.conversation(key[0]).what} was stopped"
+            yield self.finding(
+                repo,
+                f"{what}: {error.describe()}. A server rendering this template hangs, dies or is attacked on "
+                "requests like this; treat the template as hostile until you know where it came from.",
+                **location(repo, source, error.line),
+            )
+            continue
+        # A template that renders no tool call at all has no tool support: what it does
+        # with tool messages is moot (the capabilities section shows it).
+        skip = set(CAPABILITY_ONLY)
+        tool_call = analysis.rendered("tool_call", False)
+        if tool_call is None or corpus.ARGUMENT_VALUE not in tool_call:
+            skip |= TOOL_SHAPES
+        groups: dict["RenderError", list[str]] = {}  # the same error on several shapes: one finding
+        for (name, _, kwargs), outcome in analysis.renders.items():
+            error = outcome.error
+            if kwargs or error is None or name in skip:
+                continue
+            if error.kind == "undefined" and error.variable in analysis.variables:
+                if not is_token_name(error.variable):
+                    continue  # a missing caller kwarg: template-kwarg-crash says it
+                if repo.tokenizer_config is None and repo.special_tokens_map is None:
+                    continue  # no tokenizer config here: which tokens it names is unknown
+            groups.setdefault(error, []).append(name)
+        for error, names in groups.items():
+            line = error.line
+            if error.kind == "declined":
+                system = any(corpus.SYSTEM in str(corpus.conversation(n).messages) for n in names)
+                yield self.finding(
+                    repo,
+                    f"the {source.name!r} template declines {shapes_text(names)} on purpose with {error.describe()}. "
+                    "Requests of that shape get an error from the server; this is the model's documented format, "
+                    "not a bug" + (" (clients can merge a system prompt into the first user message)." if system else "."),
+                    severity=Severity.INFO, **location(repo, source, line),
+                )
+                continue
+            core = any(corpus.conversation(n).core for n in names)
+            yield self.finding(
+                repo,
+                f"the {source.name!r} template crashes on {shapes_text(names)}: {error.describe()}"
+                f"{quoted_line(source, line)}. Servers answer such requests with HTTP 500 and "
+                "apply_chat_template raises." + _crash_hint(analysis, set(names), error),
+                severity=Severity.ERROR if core else Severity.WARNING, **location(repo, source, line),
+            )
+
+
+@rule("TPL005", "template-unknown-token", Severity.ERROR)
+def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A marker the template emits is not a single token of the vocabulary.
+
+    Markers are read off the rendered output: every `<|...|>`, `<｜...｜>` and (when the
+    vocabulary has such tokens) `[INST]`-style string, and tags such as `<think>`,
+    `<tool_call>` or `<start_of_turn>`. A tag counts when its open/close partner is a
+    token (`</think>` for `<think>`) or when it nearly spells an added token
+    (`<thinking>` for `<think>`); other tags are plain text in their family (Qwen's
+    `<tools>`).
+
+    Why: the model was trained on ONE token id for each marker. Written as text that
+    is not in the vocabulary, the marker is split into several ordinary tokens: the model
+    reads a prompt it has never seen, and cannot emit the marker as one token, so stop
+    sequences and reasoning/tool parsers that look for it never fire.
+
+    Example: a template edited to write `<|im_begin|>` for a Qwen tokenizer that only
+    has `<|im_start|>`.
+
+    Fix: none automatic; use the token the vocabulary has (the message suggests one).
+    """
+
+    found = default_template(repo)
+    vocab = repo.vocab
+    if found is None or not vocab:
+        return
+    source, analysis = found
+    added = sorted(repo.added_token_strings)
+    emitted = capabilities.emitted_markers(analysis)
+    missing = capabilities.expected_tokens(emitted, vocab, added)
+    if not missing:
+        return
+    # A renamed marker most likely replaced a token the template no longer emits.
+    unused = [t for t in added if t not in emitted]
+    for marker in missing:
+        pieces = ""
+        if repo.tokenizer is not None:
+            tokens = repo.tokenizer.encode(marker, add_special_tokens=False).tokens
+            pieces = f" (it is split into {len(tokens)} tokens: {', '.join(repr(t) for t in tokens[:6])})"
+        close = _closest(marker, unused)
+        hint = f" Did you mean {close!r}?" if close else ""
+        line = line_of_text(source, marker)
+        yield self.finding(
+            repo,
+            f"the chat template emits {marker!r}, which is not a token of the vocabulary{pieces}: the model reads "
+            "plain text where it was trained on one control token, and cannot emit it, so stop sequences and "
+            f"parsers waiting for it never fire.{hint}",
+            **location(repo, source, line),
+        )
+
+
+def _closest(marker: str, tokens: list[str]) -> str | None:
+    """The token `marker` most likely misspells: longest shared start, then similarity."""
+    def score(token: str) -> tuple[int, float]:
+        shared = len(os.path.commonprefix([marker, token]))
+        return shared, difflib.SequenceMatcher(None, marker, token).ratio()
+
+    candidates = [t for t in tokens if difflib.SequenceMatcher(None, marker, t).ratio() >= 0.5]
+    return max(candidates, key=score, default=None)
+
+
+RULES = [chat_template_syntax_error, chat_template_render_error, template_unknown_token]

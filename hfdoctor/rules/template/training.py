@@ -1,0 +1,235 @@
+"""What fine-tuning and prompt caches need from a template: renders that are prefixes of
+the next turn, full renders that equal prompt + reply, assistant masks, and the
+family's own format (drift)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from hfdoctor import lineage as lineage_mod
+from hfdoctor import registry
+from hfdoctor.chat import consistency, corpus
+from hfdoctor.chat.analysis import analyze
+from hfdoctor.chat.renders import has_generation_tag
+from hfdoctor.chat.consistency import Vocabulary
+from hfdoctor.edits.template_edits import replace_template_fix
+from hfdoctor.findings import Finding, Severity
+from hfdoctor.repo import ModelRepo
+from hfdoctor.rules.base import Rule, rule
+from hfdoctor.rules.template.common import default_template, line_of_text, location, mode_text
+from hfdoctor.upstream import canonical_template
+
+
+@rule("TPL010", "prefix-instability", Severity.WARNING)
+def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The rendering of a conversation is not a prefix of the rendering of its continuation.
+
+    For each scenario (a reply then the next user turn; a reply with reasoning then the
+    next turn; a tool call then its result) the finished conversation and the next
+    request are rendered and compared in TOKENS, like TRL's
+    is_chat_template_prefix_preserving: added tokens cut the text into segments that
+    tokenize independently, so the repo's tokenizer is built only when the boundary
+    between the turns is not an added token (then "\n" + "\n" merging into one token
+    is caught too). Without tokenizer files, characters are compared.
+
+    Why: prompt caches (vLLM automatic prefix caching, SGLang RadixAttention, llama.cpp
+    cache_prompt) reuse the KV cache of the previous turn only up to the first token
+    that differs; after it, the whole rest of the conversation is recomputed every turn.
+    Multi-turn agents pay that on every step.
+
+    Example: Qwen3 drops the reasoning (and the empty `<think></think>`) of earlier
+    turns, by design.
+
+    Fix: none automatic. When it is the family's design, nothing to do but know it;
+    otherwise render earlier turns the same way whatever follows them.
+    """
+
+    found = default_template(repo)
+    if found is None:
+        return
+    source, analysis = found
+    vocabulary = _vocabulary(repo)
+    for scenario in corpus.CONTINUATIONS:
+        div = consistency.prefix_divergence(analysis, scenario, vocabulary)
+        if div is None:
+            continue
+        where = f"token #{div.index}" if div.unit == "token" else f"character {div.index}"
+        yield self.finding(
+            repo,
+            f"{scenario.what}: the earlier rendering is not a prefix of the next request. First divergent token "
+            f"({where}, after …{div.context!r}): {div.earlier!r} becomes {div.later!r} — {div.reason}. "
+            "Prefix caches (vLLM, SGLang, llama.cpp) recompute the conversation from there on every turn.",
+            severity=Severity.WARNING, file=source.file, pointer=source.pointer,
+        )
+
+
+def _vocabulary(repo: ModelRepo):
+    """The repo's added tokens for token-boundary reasoning; the tokenizer built only if needed."""
+
+    added = repo.added_token_strings
+    lstrip = {str(t.get("content")) for t in repo.tokenizer_json_added_entries if t.get("lstrip")}
+    return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer)
+
+
+@rule("TPL011", "train-inference-mismatch", Severity.WARNING)
+def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """Rendering a full conversation differs from generation prompt + reply + end of turn.
+
+    For a plain reply, the reply of a second turn and the reply after a tool result,
+    `render(prompt, add_generation_prompt=True) + reply` must be how
+    `render(prompt + [reply])` starts; checked with each thinking kwarg setting the
+    template reads.
+
+    Why: fine-tuning renders whole conversations; serving renders the prompt and lets
+    the model write the reply. Where the two differ, the model is trained to produce
+    text after the prompt that it is never served (Qwen3: an empty `<think>\\n\\n</think>`
+    before every reply of a conversation rendered without reasoning), or is served a
+    prompt it never saw in training. A known source of fine-tunes that stop thinking.
+
+    Fix: none automatic; build training examples as generation prompt + reply + end of
+    turn, or pass the same kwargs (e.g. enable_thinking=False) in training and serving.
+    """
+
+    found = default_template(repo)
+    if found is None:
+        return
+    source, analysis = found
+    groups: dict[tuple[str, str, bool], tuple[list[str], list[str], Any]] = {}
+    for mode in analysis.modes:
+        for scenario in corpus.COMPLETIONS:
+            mismatch = consistency.completion_mismatch(analysis, scenario, mode)
+            if mismatch is None:
+                continue
+            modes, whats, first = groups.setdefault((mismatch.prompt_has, mismatch.full_has, mismatch.inserted),
+                                                    ([], [], mismatch))
+            if mode_text(mode) not in modes:
+                modes.append(mode_text(mode))
+            if scenario.what not in whats:
+                whats.append(scenario.what)
+    for (prompt_has, full_has, inserted), (modes, whats, first) in groups.items():
+        if first.empty_thinking:
+            what = (f"the full render puts an empty thinking block {full_has!r} between the generation prompt and "
+                    "the reply; fine-tuned on such renders, the model learns to skip reasoning")
+        elif inserted:
+            what = (f"the full render puts {full_has!r} between the generation prompt and the reply, "
+                    "which the generation prompt does not end with")
+        else:
+            what = (f"after …{first.context!r} the generation prompt has {prompt_has!r} where the full render has "
+                    f"{full_has!r}")
+        yield self.finding(
+            repo,
+            f"with {' / '.join(modes)}, for {', '.join(whats)}: {what}. A model fine-tuned on full renders learns to "
+            "follow the prompt with text it is never served (or is served a prompt it never saw). Build training "
+            "examples as generation prompt + reply + end of turn, with the same kwargs as in serving.",
+            file=source.file, pointer=source.pointer,
+        )
+
+
+@rule("TPL012", "no-assistant-mask", Severity.INFO)
+def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The template has no `{% generation %}` markers, so assistant-only loss masks are impossible.
+
+    Why: transformers' apply_chat_template(return_assistant_tokens_mask=True) and TRL's
+    `assistant_only_loss=True` find the assistant's tokens through the
+    `{% generation %}...{% endgeneration %}` blocks of the template; without them the
+    mask is all zeros (transformers only warns), so fine-tuning either trains on the
+    user's text too or masks everything. When the blocks exist, they must cover the
+    assistant's reply and nothing of the user's (checked on a rendered reply; warning).
+
+    Example: SmolLM3's template wraps each assistant message in `{% generation %}`.
+
+    Fix: none automatic; wrap each assistant message's content (and end of turn) in
+    `{% generation %}...{% endgeneration %}`.
+    """
+
+    found = default_template(repo)
+    if found is None:
+        return
+    source, analysis = found
+    if not has_generation_tag(source.text):
+        yield self.finding(
+            repo,
+            "the chat template has no {% generation %} blocks: return_assistant_tokens_mask / TRL's "
+            "assistant_only_loss give an empty mask, so fine-tuning cannot train on the assistant's tokens only. "
+            "Wrap assistant content in {% generation %}...{% endgeneration %} if this model will be fine-tuned.",
+            file=source.file, pointer=source.pointer,
+        )
+        return
+    outcome = analysis.outcome("reply", False)
+    if outcome is None or outcome.text is None:
+        return
+    masked = "".join(outcome.text[a:b] for a, b in outcome.spans)
+    if corpus.ASSISTANT_1 in masked and corpus.USER_1 not in masked:
+        return
+    problem = "do not cover the assistant's reply" if corpus.ASSISTANT_1 not in masked else "also cover the user's turn"
+    yield self.finding(
+        repo,
+        f"the chat template's {{% generation %}} blocks {problem} (masked text: {masked[:60]!r}): assistant-only "
+        "loss masks train on the wrong tokens.",
+        severity=Severity.WARNING, **location(repo, source, line_of_text(source, "generation")),
+    )
+
+
+@rule("TPL013", "template-drift", Severity.WARNING)
+def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The rendered output differs from the upstream family template on standard conversations.
+
+    The family comes from lineage detection; its canonical template from upstream
+    (--upstream, HFDOCTOR_UPSTREAM, the HF cache, the Hub), verified against the sha256
+    pinned in hfdoctor's registry. Both templates render the same conversations with
+    this repo's special tokens and the outputs are compared (not the template source:
+    a reformatted template that renders the same is not drift). Whitespace-only
+    differences are reported as such, at info. When upstream cannot be found, an info
+    finding says so.
+
+    Why: the weights were trained on the upstream format. A fine-tune that ships a
+    different template is served prompts the base never saw, unless the fine-tune
+    retrained on exactly the new format.
+
+    Example: a Qwen3 fine-tune that kept the April 2025 template, which the July
+    revision changed for tool calls.
+
+    Fix (unsafe): replace the template with the upstream one; unsafe because the change
+    may have been intended by the fine-tune.
+    """
+
+    found = default_template(repo)
+    if found is None:
+        return
+    source, analysis = found
+    fam = registry.family(lineage_mod.detect(repo).family)
+    if fam is None or fam.template is None or analysis.sha256 == fam.template.sha256:
+        return
+    lookup = canonical_template(repo.upstream, fam)
+    if lookup.text is None:
+        yield self.finding(
+            repo,
+            f"cannot compare with the upstream {fam.display} template: {lookup.source}.",
+            severity=Severity.INFO, file=source.file, pointer=source.pointer,
+        )
+        return
+    upstream = analyze(repo, lookup.text)
+    drifts = consistency.drift(analysis, upstream)
+    if not drifts:
+        return
+    whitespace_only = all(d.whitespace_only for d in drifts)
+    first = drifts[0]
+    if first.ours is None or first.theirs is None:
+        detail = (f"on {first.what} the {'repo' if first.ours is None else 'upstream'} template fails while the "
+                  "other renders")
+    else:
+        detail = f"on {first.what}, after …{first.context!r}, this template has {first.ours!r} where upstream has {first.theirs!r}"
+    fix = replace_template_fix(repo, source, lookup.text, f"replace the template with the upstream {fam.template.repo} one")
+    yield self.finding(
+        repo,
+        f"the chat template renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations "
+        f"differently from the upstream {fam.template.repo} template"
+        + (" (whitespace only)" if whitespace_only else "")
+        + f": {detail}. The weights were trained on the upstream format; unless this fine-tune was retrained on its "
+        "own template, it is served prompts it never saw.",
+        severity=Severity.INFO if whitespace_only else self.severity,
+        file=source.file, pointer=source.pointer, fix=fix,
+    )
+
+
+RULES = [prefix_instability, train_inference_mismatch, no_assistant_mask, template_drift]

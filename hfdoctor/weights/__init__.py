@@ -1,0 +1,12 @@
+"""Weights, from their headers alone: what the files are, what they look like, what the config expects.
+
+- headers: safetensors header reader (strict as the safetensors library), git-lfs
+  pointers, and the sorted view of a repo's weight files (`repo_weights`).
+- layout: what the tensor names and shapes say about the architecture, and which
+  registry families have such checkpoints (no torch).
+- expected: what transformers would save for the config (shipped table, else the meta
+  device, imported only there).
+
+Tensor data is never read. These modules import the registry and (for types) the repo,
+never rules, check or fix.
+"""
