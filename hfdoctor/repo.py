@@ -14,12 +14,10 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hfdoctor import jsontext
-
-if TYPE_CHECKING:
-    from hfdoctor.upstream import Upstream
+from hfdoctor.upstream import Upstream
 
 METADATA_JSON_FILES = (
     "config.json",
@@ -102,9 +100,7 @@ def as_id_list(value: Any) -> list[int]:
 
 
 class ModelRepo:
-    def __init__(self, path: str | os.PathLike[str], upstream: "Upstream | None" = None):
-        from hfdoctor.upstream import Upstream
-
+    def __init__(self, path: str | os.PathLike[str], upstream: Upstream | None = None):
         self.root = Path(path)
         # Where rules and fixes look for upstream files (templates, configs).
         self.upstream = upstream if upstream is not None else Upstream.from_options()

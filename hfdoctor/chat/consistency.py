@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Any, Callable
 
 from hfdoctor.chat import corpus
+from hfdoctor.chat.capabilities import FULLWIDTH_MARKER, PIPE_MARKER
 from hfdoctor.chat.renders import TemplateAnalysis, render_key
 
 CONTEXT_CHARS = 30
@@ -70,8 +71,6 @@ class Vocabulary:
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
-        from hfdoctor.chat.capabilities import FULLWIDTH_MARKER, PIPE_MARKER
-
         if self.added:
             return re.compile("|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True)))
         return re.compile(f"{PIPE_MARKER.pattern}|{FULLWIDTH_MARKER.pattern}")  # no tokenizer: marker shapes

@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from hfdoctor.check import check_repo
 from hfdoctor.findings import Severity
 from hfdoctor.repo import ModelRepo
+from hfdoctor.weights.headers import lfs_pointer, repo_weights
 
 # The static rules whose errors mean that loading cannot work. (lfs-pointer is a warning:
 # check_lfs_pointers refuses pointers before the rules run.)
@@ -45,8 +47,6 @@ def human_bytes(n: float) -> str:
 
 def check_lfs_pointers(repo: ModelRepo) -> None:
     """Any file still a git-lfs pointer: weights, but also a tokenizer.json stored in LFS."""
-    from hfdoctor.weights.headers import lfs_pointer
-
     pointers = [rel for rel in repo.files if lfs_pointer(repo.root / rel, rel) is not None]
     if pointers:
         listed = ", ".join(pointers[:5]) + (f" and {len(pointers) - 5} more" if len(pointers) > 5 else "")
@@ -59,8 +59,6 @@ def check_lfs_pointers(repo: ModelRepo) -> None:
 def check_static_rules(repo: ModelRepo) -> None:
     """Errors of the rules that predict a failed or meaningless load (every broken weight
     file among them: weights-unreadable reports each one)."""
-    from hfdoctor.check import check_repo
-
     report = check_repo(repo, select=BLOCKING_RULES)
     errors = [f for f in report.findings if f.severity >= Severity.ERROR]
     if errors:
@@ -71,8 +69,6 @@ def check_static_rules(repo: ModelRepo) -> None:
 def weights_to_load(repo: ModelRepo) -> Weights:
     """The safetensors files that hold the model and their parameter bytes, from headers only
     (read once per repo: check_static_rules has read them already)."""
-    from hfdoctor.weights.headers import repo_weights
-
     view = repo_weights(repo)
     if not view.main_files:
         pickles = [f for f in repo.weight_files if not f.endswith((".safetensors", ".gguf"))]

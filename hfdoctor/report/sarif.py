@@ -7,14 +7,13 @@ from typing import Any
 
 from hfdoctor import __version__
 from hfdoctor.findings import Report, Severity
+from hfdoctor.rules import ALL_RULES
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def write_sarif(reports: list[Report]) -> str:
-    from hfdoctor.rules import ALL_RULES
-
     rules = [
         {
             "id": r.code,
