@@ -304,32 +304,37 @@ def _scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
 
 
 def scan_pickle_file(path: str | os.PathLike[str], rel: str) -> PickleScan:
-    """Scan a pickle-based weight file without unpickling anything."""
+    """Scan the pickle-based file at `path` (a regular file) without unpickling anything."""
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         return PickleScan(rel, "not-pickle", problems=["is not a regular file"])
     with open(path, "rb") as f:
-        if zipfile.is_zipfile(f):
-            f.seek(0)
-            scan = PickleScan(rel, "zip")
-            try:
-                archive = zipfile.ZipFile(f)
-                members = [i for i in archive.infolist() if i.filename.endswith(".pkl")]
-                for info in members:
-                    if scan.bytes_left <= 0:
-                        scan.problems.append(f"{info.filename} and the next members: not scanned, the pickles "
-                                             f"before them already hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
-                        break
-                    with archive.open(info) as member:
-                        if not _scan_streams(member, info.filename, scan):
-                            scan.problems.append(f"{info.filename}: is not a pickle")
-            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as err:
-                scan.problems.append(f"the zip archive is damaged: {err}")
-            if not members and not scan.problems:
-                scan.kind = "not-pickle"  # a zip without pickles: nothing here runs on load
-            return scan
+        return scan_pickle(f, rel)
+
+
+def scan_pickle(f: IO[bytes], rel: str) -> PickleScan:
+    """Scan an open, seekable pickle-based file (raw pickles or a torch zip archive)."""
+    if zipfile.is_zipfile(f):
         f.seek(0)
-        scan = PickleScan(rel, "pickle")
-        if not _scan_streams(f, None, scan):
-            scan.kind = "not-pickle"
+        scan = PickleScan(rel, "zip")
+        try:
+            archive = zipfile.ZipFile(f)
+            members = [i for i in archive.infolist() if i.filename.endswith(".pkl")]
+            for info in members:
+                if scan.bytes_left <= 0:
+                    scan.problems.append(f"{info.filename} and the next members: not scanned, the pickles "
+                                         f"before them already hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
+                    break
+                with archive.open(info) as member:
+                    if not _scan_streams(member, info.filename, scan):
+                        scan.problems.append(f"{info.filename}: is not a pickle")
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as err:
+            scan.problems.append(f"the zip archive is damaged: {err}")
+        if not members and not scan.problems:
+            scan.kind = "not-pickle"  # a zip without pickles: nothing here runs on load
         return scan
+    f.seek(0)
+    scan = PickleScan(rel, "pickle")
+    if not _scan_streams(f, None, scan):
+        scan.kind = "not-pickle"
+    return scan

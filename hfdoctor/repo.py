@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hfdoctor import jsontext
+from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
+from hfdoctor.sources.local import LocalSource
 from hfdoctor.upstream import Upstream
 
 METADATA_JSON_FILES = (
@@ -31,11 +33,8 @@ METADATA_JSON_FILES = (
     "model.safetensors.index.json",
     "pytorch_model.bin.index.json",
 )
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
-# Directories that are never part of the model (VCS, caches, virtualenvs).
-SKIPPED_DIRS = {".git", ".hg", ".svn", ".cache", "__pycache__", ".venv", "node_modules"}
 # Same shape as huggingface_hub's REGEX_YAML_BLOCK, so we agree with the Hub on what
 # counts as front matter.
 FRONT_MATTER = re.compile(r"^(\s*---[\r\n]+)([\S\s]*?)([\r\n]+---(\r\n|\n|$))")
@@ -46,6 +45,7 @@ class FileProblem:
     file: str
     message: str
     line: int | None = None
+    kind: str = "unreadable"  # unreadable | outside (a symlink leaving the repository)
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,12 @@ def as_id_list(value: Any) -> list[int]:
 
 
 class ModelRepo:
-    def __init__(self, path: str | os.PathLike[str], upstream: Upstream | None = None):
-        self.root = Path(path)
+    """The cached view of one repository, whatever its source (a directory, the Hub, a commit)."""
+
+    def __init__(self, target: str | os.PathLike[str] | Source, upstream: Upstream | None = None):
+        self.source = target if isinstance(target, Source) else LocalSource(target)
+        # A directory's path; for other sources the label messages use.
+        self.root = self.source.local_dir or Path(self.source.label)
         # Where rules and fixes look for upstream files (templates, configs).
         self.upstream = upstream if upstream is not None else Upstream.from_options()
         self.problems: dict[str, FileProblem] = {}
@@ -111,50 +115,48 @@ class ModelRepo:
         self._json: dict[str, Any] = {}
 
     def __repr__(self) -> str:
-        return f"ModelRepo({str(self.root)!r})"
+        return f"ModelRepo({self.source.label!r})"
 
     # --- files -----------------------------------------------------------------
 
-    @cached_property
-    def _walk(self) -> tuple[list[str], list[str]]:
-        """One walk of the tree: (every file, directories named like weight files).
-
-        VCS and cache dirs are skipped; symlinked directories are not followed, so a link
-        loop cannot hang the walk. Paths are posix, relative to the root, sorted.
-        """
-        files: list[str] = []
-        weight_dirs: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
-            rel_dir = Path(dirpath).relative_to(self.root)
-            files.extend((rel_dir / name).as_posix() for name in filenames)
-            weight_dirs.extend((rel_dir / d).as_posix() for d in dirnames if d.endswith(WEIGHT_SUFFIXES))
-        return sorted(files), sorted(weight_dirs)
+    @property
+    def entries(self) -> dict[str, Entry]:
+        """Every path of the repository and what it is (sources.base.Entry)."""
+        return self.source.entries()
 
     @cached_property
     def files(self) -> list[str]:
-        """Every file below the root (posix relative paths, sorted), VCS dirs skipped."""
-        return self._walk[0]
+        """Every regular file below the root (posix relative paths, sorted), VCS dirs skipped."""
+        return [rel for rel, entry in self.entries.items() if entry.is_file]
+
+    @cached_property
+    def outside_links(self) -> list[Entry]:
+        """Symbolic links that leave the repository: never read through."""
+        return [entry for entry in self.entries.values() if entry.kind == "outside"]
 
     def exists(self, rel: str) -> bool:
-        return os.path.lexists(self.root / rel)
+        return rel in self.entries
 
-    def problem(self, rel: str, message: str, line: int | None = None) -> None:
-        self.problems.setdefault(rel, FileProblem(rel, message, line))
+    def problem(self, rel: str, message: str, line: int | None = None, kind: str = "unreadable") -> None:
+        self.problems.setdefault(rel, FileProblem(rel, message, line, kind))
 
     def raw(self, rel: str) -> bytes | None:
-        """The bytes of a file, or None when it is absent or unreadable (a problem)."""
+        """The bytes of a file, or None when it is absent or unreadable (a problem).
+
+        Only regular files inside the repository are read, each up to the limit for its
+        kind (sources.base.READ_LIMITS); anything else is a problem the rules report.
+        """
         if rel in self._raw:
             return self._raw[rel]
         data: bytes | None = None
-        path = self.root / rel
-        if os.path.lexists(path):
+        entry = self.entries.get(rel)
+        if entry is not None and entry.kind == "outside":
+            self.problem(rel, entry.detail, kind="outside")  # symlink-outside-repo says it
+        elif entry is not None:
             try:
-                data = path.read_bytes()
-            except IsADirectoryError:
-                self.problem(rel, "is a directory, not a file")
-            except OSError as err:
-                self.problem(rel, f"cannot be read: {err.strerror or err}")
+                data = self.source.read(rel)
+            except Unreadable as err:
+                self.problem(rel, str(err))
         self._raw[rel] = data
         return data
 
@@ -439,4 +441,4 @@ class ModelRepo:
     @cached_property
     def weight_dirs(self) -> list[str]:
         """Directories named like weight files (`x.safetensors/`): always a mistake."""
-        return self._walk[1]
+        return [rel for rel, e in self.entries.items() if e.kind == "dir" and rel.endswith(WEIGHT_SUFFIXES)]

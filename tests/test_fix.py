@@ -398,8 +398,8 @@ def test_refuses_symlinks_that_leave_the_repository(replica, tmp_path):
     (replica / "README.md").unlink()
     (replica / "README.md").symlink_to(outside)
     code, out = fix_in_process(replica)
-    assert code == 1  # CARD001 is left
-    assert "not fixed CARD001" in out and "outside the repository" in out
+    assert code == 1  # the link is left: the card behind it is never read, so never edited
+    assert "symlink-outside-repo" in out and "outside the repository" in out
     assert outside.read_bytes().count(b"meta-llama/Meta-Llama-3.1-8B") == 1
     assert (replica / "README.md").is_symlink()
     assert "chat_template" in json.loads((replica / "tokenizer_config.json").read_bytes())  # the rest is fixed

@@ -146,15 +146,19 @@ HOSTILE = {
 
 
 def test_hostile_templates_end_as_findings_within_bounds(tmp_path):
-    started = time.monotonic()
+    """Each hostile template is one finding of the right kind, and the check returns: the
+    parent kills the worker at Limits.total_s whatever the load, so the only time bound
+    asserted is that deadline with a wide margin for a busy machine (never a speed)."""
+    deadline = Limits().total_s
     for name, text in HOSTILE.items():
         folder = template_only_folder(tmp_path, text, name.replace(" ", "-"))
+        started = time.monotonic()
         found = findings(check(folder), "chat-template-render-error", "error")
+        assert time.monotonic() - started < deadline + 30, name
         assert found, name
         expected = {"runaway loop": "never returned", "20 GB string": "out of memory",
                     "sandbox escape": "Python internals", "sandbox escape by filter": "Python internals"}[name]
         assert expected in found[0].message, found[0].message
-    assert time.monotonic() - started < 30  # the bound, not a benchmark: bench/ measures speed
 
 
 def test_a_huge_raise_exception_message_is_cut_short():
@@ -170,9 +174,11 @@ def test_the_first_oversized_message_is_the_one_reported():
 
 
 def test_doubling_string_is_stopped_by_the_memory_cap():
+    """Only the memory cap can stop this one: the time limits are far beyond what doubling a
+    string to 1 GiB takes on the busiest machine, so which limit wins never depends on speed."""
     text = "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}"
-    result = run_analysis(text, {"eos_token": "</s>"})
-    assert result.fatal is not None and result.fatal[1].kind == "memory"
+    result = run_analysis(text, {"eos_token": "</s>"}, limits=Limits(total_s=300.0, step_s=300.0))
+    assert result.fatal is not None and result.fatal[1].kind == "memory", result.fatal
 
 
 def test_worker_that_hangs_outside_python_is_killed_at_the_deadline():

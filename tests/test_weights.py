@@ -26,7 +26,7 @@ from hfdoctor.repo import ModelRepo
 from hfdoctor.rules import selected_rules
 from hfdoctor.upstream import Upstream
 from hfdoctor.weights.expected import CannotVerify, ExpectedLayout, expected_layout
-from hfdoctor.weights.headers import WeightFileError, read_safetensors_header
+from hfdoctor.weights.headers import WeightFileError, read_safetensors_header, repo_weights
 from hfdoctor.weights.layout import infer_weights_families
 from weights_util import model_tensors, run_measured, upstream_weight_map, write_checkpoint, write_sparse_safetensors
 
@@ -185,16 +185,31 @@ def test_weight_paths_that_are_not_files(tmp_path, make, words):
     assert len(messages) == 1 and words in messages[0], [f.message for f in found]
 
 
-def test_symlinked_weights_are_followed(tmp_path, copy_upstream):
-    """The Hugging Face cache stores weights as symlinks to blobs: those are fine."""
-    blobs = tmp_path / "blobs"
-    blobs.mkdir()
+def test_symlinked_weights_of_a_cache_snapshot_are_followed(tmp_path):
+    """The Hugging Face cache stores a snapshot's files as symlinks into the model folder's
+    blobs/: those are read (relative links, as huggingface_hub writes them)."""
+    model = tmp_path / "hub" / "models--google--gemma-2b-it"
+    blobs, snapshot = model / "blobs", model / "snapshots" / "718cb18"
+    blobs.mkdir(parents=True)
+    shutil.copytree(UPSTREAM / "google--gemma-2b-it", snapshot)
+    (snapshot / "model.safetensors.index.json").unlink()
     write_sparse_safetensors(blobs / "abc", model_tensors(UPSTREAM / "google--gemma-2b-it" / "config.json"))
+    os.symlink(os.path.relpath(blobs / "abc", snapshot), snapshot / "model.safetensors")
+    found, repo = findings(snapshot)
+    assert not found, [f.message for f in found]
+    assert repo_weights(repo).headers["model.safetensors"].tensors
+
+
+def test_a_weight_link_leaving_the_repository_is_not_read(tmp_path, copy_upstream):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_sparse_safetensors(elsewhere / "abc", model_tensors(UPSTREAM / "google--gemma-2b-it" / "config.json"))
     repo_dir = copy_upstream("google--gemma-2b-it")
     (repo_dir / "model.safetensors.index.json").unlink()
-    os.symlink(blobs / "abc", repo_dir / "model.safetensors")
-    found, _ = findings(repo_dir)
-    assert not found, [f.message for f in found]
+    os.symlink(elsewhere / "abc", repo_dir / "model.safetensors")
+    found, repo = findings(repo_dir, selected_rules(["CFG003", "WGT"]))
+    assert [(f.rule, f.file) for f in found] == [("symlink-outside-repo", "model.safetensors")]
+    assert repo_weights(repo).headers == {}
 
 
 # --- transformers' layout against the real upstream indexes -----------------------------

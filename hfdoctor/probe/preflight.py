@@ -47,7 +47,7 @@ def human_bytes(n: float) -> str:
 
 def check_lfs_pointers(repo: ModelRepo) -> None:
     """Any file still a git-lfs pointer: weights, but also a tokenizer.json stored in LFS."""
-    pointers = [rel for rel in repo.files if lfs_pointer(repo.root / rel, rel) is not None]
+    pointers = [rel for rel in repo.files if lfs_pointer(repo.source, rel) is not None]
     if pointers:
         listed = ", ".join(pointers[:5]) + (f" and {len(pointers) - 5} more" if len(pointers) > 5 else "")
         raise ProbeRefused(

@@ -19,7 +19,9 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     (config.json next to weights) leaves the loader without an architecture.
 
     Example: tokenizer_config.json cut off in the middle by an interrupted upload;
-    README.md front matter with a tab-indented list; `x.safetensors` that is a directory.
+    README.md front matter with a tab-indented list; generation_config.json that is a FIFO
+    (never opened in a way that could block); a tokenizer.json above the size hfdoctor
+    reads (256 MB; 64 MB for any other metadata file).
 
     Fix: none automatic; the finding names the file, line and parser error. Rules that
     need the file are skipped (never crash) until it is repaired.
@@ -28,6 +30,8 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     for problem in repo.problems.values():
         if problem.file == "README.md" and problem.message.startswith("front matter"):
             continue  # card-metadata owns the model card's front matter
+        if problem.kind == "outside":
+            continue  # symlink-outside-repo says it
         yield self.finding(repo, f"{problem.file} {problem.message}", file=problem.file, line=problem.line)
     if repo.config is None and "config.json" not in repo.problems and repo.weight_files:
         yield self.finding(
@@ -138,4 +142,30 @@ def _dimension_problems(repo: ModelRepo, self: Rule, config: dict) -> Iterator[F
         )
 
 
-RULES = [file_unreadable, config_architecture_mismatch]
+@rule("CFG003", "symlink-outside-repo", Severity.ERROR)
+def symlink_outside_repo(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A file of the repository is a symbolic link that leaves it; hfdoctor never reads through it.
+
+    Why: what a link outside the repository points to is not part of the model, yet
+    uploads follow it: `huggingface-cli upload` and `git add` of a resolved checkout
+    publish the target's bytes (a README.md linked to /etc/passwd uploads the password
+    file). Loaders read whatever the link points to on the machine that loads it, which
+    is not what was checked; a link to /dev/zero or /dev/urandom hangs them. hfdoctor
+    reports the link and reads nothing through it, so every rule that needs the file
+    skips it.
+
+    Links inside the repository are followed, and so are the links of a Hugging Face
+    cache snapshot (models--ORG--NAME/snapshots/REV/), whose files point into the same
+    model folder's blobs/.
+
+    Example: `config.json -> /dev/zero`, `README.md -> /etc/passwd`.
+
+    Fix: none automatic; copy the file into the repository, or point the link inside it.
+    """
+    for entry in repo.outside_links:
+        yield self.finding(repo, f"{entry.rel} {entry.detail}: not read. Uploads would publish what it points to "
+                           "and loaders would read it on their machine; copy the file into the repository.",
+                           file=entry.rel)
+
+
+RULES = [file_unreadable, config_architecture_mismatch, symlink_outside_repo]

@@ -9,8 +9,9 @@ from typing import Iterator
 
 from hfdoctor import registry
 from hfdoctor.findings import Finding, Severity
-from hfdoctor.pickles import scan_pickle_file
+from hfdoctor.pickles import scan_pickle
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
+from hfdoctor.sources.base import Unreadable
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.weights.headers import repo_weights
 
@@ -51,10 +52,10 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if not rel.endswith(PICKLE_SUFFIXES) or rel in view.pointers or rel in view.broken:
             continue
         try:
-            scan = scan_pickle_file(repo.root / rel, rel)
-        except OSError as err:
-            yield self.finding(repo, f"{rel} cannot be read to scan it: {err.strerror or err}", file=rel,
-                               severity=Severity.WARNING)
+            with repo.source.open(rel) as handle:
+                scan = scan_pickle(handle, rel)
+        except (OSError, Unreadable) as err:
+            yield self.finding(repo, f"{rel} cannot be read to scan it: {err}", file=rel, severity=Severity.WARNING)
             continue
         if scan.kind == "not-pickle":
             yield self.finding(

@@ -14,16 +14,17 @@ weights comes from those first kilobytes: the data region is never read, so chec
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
 import re
-import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hfdoctor.sources.base import WEIGHT_SUFFIXES, Source, Unreadable
+from hfdoctor.sources.local import LocalSource
 
 if TYPE_CHECKING:
     from hfdoctor.repo import ModelRepo
@@ -78,54 +79,46 @@ class LfsPointer:
     size: int | None
 
 
-def _open_regular(path: Path) -> os.stat_result:
-    """stat() a weight file, turning every way it can fail to be a file into a WeightFileError."""
-    try:
-        st = os.stat(path)  # follows symlinks: the Hugging Face cache is all symlinks to blobs
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise WeightFileError("is a symbolic link loop") from None
-        if err.errno == errno.ENOENT and os.path.islink(path):
-            raise WeightFileError(f"is a broken symbolic link (to {os.readlink(path)})") from None
-        raise WeightFileError(f"cannot be read: {err.strerror or err}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise WeightFileError("is a directory, not a file")
-    if not stat.S_ISREG(st.st_mode):
-        # Opening a FIFO would block forever; a device could be endless.
-        raise WeightFileError("is not a regular file (a FIFO, socket or device)")
-    return st
+def _file_size(source: Source, rel: str) -> int:
+    """The size of a weight file, turning every way it can fail to be a file into a WeightFileError."""
+    entry = source.entries().get(rel)
+    if entry is None:
+        raise WeightFileError("is missing")
+    if not entry.is_file or entry.size is None:
+        raise WeightFileError(entry.detail or "is not a regular file")
+    return entry.size
 
 
-def read_safetensors_header(path: str | os.PathLike[str], rel: str | None = None) -> SafetensorsHeader:
+def read_safetensors_header(where: str | os.PathLike[str] | Source, rel: str | None = None) -> SafetensorsHeader:
     """Parse and validate a safetensors header without touching the tensor data.
 
-    Raises WeightFileError with a user-facing reason for every file the safetensors
-    library would refuse: bad length, non-JSON, unknown dtype, bad shape, offsets out of
-    range, overlapping or leaving gaps, and a file size that disagrees with the header.
+    `where` is a source (with `rel` the file in it) or a path. Raises WeightFileError with
+    a user-facing reason for every file the safetensors library would refuse: bad length,
+    non-JSON, unknown dtype, bad shape, offsets out of range, overlapping or leaving gaps,
+    and a file size that disagrees with the header.
     """
-    path = Path(path)
-    rel = rel or path.name
-    size = _open_regular(path).st_size
+    if isinstance(where, Source):
+        source, rel = where, rel or ""
+    else:
+        path = Path(where)
+        source, rel = LocalSource(path.parent), path.name
+    size = _file_size(source, rel)
     if size == 0:
         raise WeightFileError("is empty (0 bytes)")
     if size < 8:
         raise WeightFileError(f"is truncated: {size} bytes, not even the 8-byte header length")
     try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-            (length,) = struct.unpack("<Q", head)
-            if length > MAX_HEADER_BYTES:
-                raise WeightFileError(
-                    f"declares a {length:,}-byte header (the first 8 bytes), above the 100 MB safetensors "
-                    "allows: this is not a safetensors file, or its start is corrupt"
-                )
-            if 8 + length > size:
-                raise WeightFileError(
-                    f"is truncated: the header length says {length:,} bytes but only {size - 8:,} follow"
-                )
-            raw = f.read(length)
-    except OSError as err:
-        raise WeightFileError(f"cannot be read: {err.strerror or err}") from None
+        (length,) = struct.unpack("<Q", source.read_range(rel, 0, 8))
+        if length > MAX_HEADER_BYTES:
+            raise WeightFileError(
+                f"declares a {length:,}-byte header (the first 8 bytes), above the 100 MB safetensors "
+                "allows: this is not a safetensors file, or its start is corrupt"
+            )
+        if 8 + length > size:
+            raise WeightFileError(f"is truncated: the header length says {length:,} bytes but only {size - 8:,} follow")
+        raw = source.read_range(rel, 8, length)
+    except (Unreadable, struct.error) as err:
+        raise WeightFileError(str(err) or "cannot be read") from None
     if len(raw) != length:
         raise WeightFileError(f"is truncated while reading the {length:,}-byte header")
     try:
@@ -218,22 +211,25 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def lfs_pointer(path: str | os.PathLike[str], rel: str) -> LfsPointer | None:
-    """The git-lfs pointer a weight file holds instead of its data, or None."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > LFS_POINTER_MAX_BYTES:
-            return None
-        with open(path, "rb") as f:
-            data = f.read(LFS_POINTER_MAX_BYTES)
-    except OSError:
-        return None
-    if not data.startswith(LFS_POINTER_PREFIX):
+def parse_lfs_pointer(data: bytes, rel: str) -> LfsPointer | None:
+    """The git-lfs pointer `data` is, or None."""
+    if len(data) > LFS_POINTER_MAX_BYTES or not data.startswith(LFS_POINTER_PREFIX):
         return None
     text = data.decode("utf-8", "replace")
     oid = re.search(r"^oid (\S+)", text, re.MULTILINE)
     size = re.search(r"^size (\d+)", text, re.MULTILINE)
     return LfsPointer(rel, oid.group(1) if oid else None, int(size.group(1)) if size else None)
+
+
+def lfs_pointer(source: Source, rel: str) -> LfsPointer | None:
+    """The git-lfs pointer a file of `source` holds instead of its data, or None."""
+    entry = source.entries().get(rel)
+    if entry is None or not entry.is_file or entry.size is None or entry.size > LFS_POINTER_MAX_BYTES:
+        return None
+    try:
+        return parse_lfs_pointer(source.read(rel, LFS_POINTER_MAX_BYTES), rel)
+    except Unreadable:
+        return None
 
 
 # --- the weights of one repo -------------------------------------------------------------
@@ -276,20 +272,21 @@ def repo_weights(repo: "ModelRepo") -> RepoWeights:
     if cached is not None:
         return cached
     view = RepoWeights()
-    for rel in repo.weight_files:
-        pointer = lfs_pointer(repo.root / rel, rel)
+    source = repo.source
+    for rel, entry in repo.entries.items():
+        if not rel.endswith(WEIGHT_SUFFIXES) or entry.kind == "outside":
+            continue  # a link leaving the repository is symlink-outside-repo's, never read
+        pointer = lfs_pointer(source, rel)
         if pointer is not None:
             view.pointers[rel] = pointer
             continue
         try:
             if rel.endswith(".safetensors"):
-                view.headers[rel] = read_safetensors_header(repo.root / rel, rel)
-            elif _open_regular(repo.root / rel).st_size == 0:
+                view.headers[rel] = read_safetensors_header(source, rel)
+            elif _file_size(source, rel) == 0:
                 raise WeightFileError("is empty (0 bytes)")
         except WeightFileError as err:
             view.broken[rel] = str(err)
-    for rel in repo.weight_dirs:
-        view.broken[rel] = "is a directory, not a file"
     index = repo.json_object(INDEX_FILE) if repo.exists(INDEX_FILE) else None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values()):

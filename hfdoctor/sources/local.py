@@ -1,0 +1,152 @@
+"""A repository that is a directory on this disk.
+
+Only regular files are read, and never in a way that can block: a file is opened with
+O_NONBLOCK and checked with fstat before a byte is read, so a FIFO or a device named
+config.json is reported, not waited on. A symlink is followed only when it stays inside
+the repository; one that leaves it is an entry of its own (`outside`), never read
+through. A Hugging Face cache snapshot (models--ORG--NAME/snapshots/REV/), whose files
+are symlinks into the same model folder's blobs/, counts that blobs/ folder as inside.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from functools import cached_property
+from pathlib import Path
+
+from hfdoctor.sources.base import SKIPPED_DIRS, WEIGHT_SUFFIXES, Entry, Source, Unreadable, read_limit
+
+
+def _kind_of_mode(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+class LocalSource(Source):
+    kind = "directory"
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+
+    @property
+    def label(self) -> str:
+        return str(self.root)
+
+    @property
+    def local_dir(self) -> Path:
+        return self.root
+
+    @cached_property
+    def allowed_roots(self) -> tuple[Path, ...]:
+        """Real directories a symlink may point into: the root, and a cache snapshot's blobs/."""
+        real = self.root.resolve()
+        roots = [real]
+        if real.parent.name == "snapshots" and real.parent.parent.name.startswith(("models--", "datasets--")):
+            roots.append(real.parent.parent / "blobs")
+        return tuple(roots)
+
+    def _inside(self, real: Path) -> bool:
+        return any(real == r or real.is_relative_to(r) for r in self.allowed_roots)
+
+    def entry_of(self, rel: str) -> Entry:
+        """What the path `rel` is, without opening it."""
+        path = self.root / rel
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return Entry(rel, "broken", detail="is missing")
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(path)
+            real = Path(os.path.realpath(path))
+            if not self._inside(real):
+                return Entry(rel, "outside", detail=f"is a symbolic link to {target}, outside the repository")
+            try:
+                st = os.stat(path)
+            except OSError as err:
+                if err.errno == errno.ELOOP:
+                    return Entry(rel, "broken", detail="is a symbolic link loop")
+                return Entry(rel, "broken", detail=f"is a broken symbolic link (to {target})")
+        if stat.S_ISDIR(st.st_mode):
+            return Entry(rel, "dir", detail="is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            return Entry(rel, "special", detail=f"is {_kind_of_mode(st.st_mode)}, not a regular file: not read")
+        return Entry(rel, "file", size=st.st_size)
+
+    @cached_property
+    def _entries(self) -> dict[str, Entry]:
+        """One walk of the tree. Symlinked directories are not followed (a link loop cannot
+        hang the walk); one that leaves the repository is an entry of its own."""
+        found: dict[str, Entry] = {}
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+            rel_dir = Path(dirpath).relative_to(self.root)
+            for name in filenames:
+                rel = (rel_dir / name).as_posix()
+                found[rel] = self.entry_of(rel)
+            for name in dirnames:
+                rel = (rel_dir / name).as_posix()
+                if os.path.islink(self.root / rel) or rel.endswith(WEIGHT_SUFFIXES):
+                    found[rel] = self.entry_of(rel)
+        return dict(sorted(found.items()))
+
+    def entries(self) -> dict[str, Entry]:
+        return self._entries
+
+    def _open(self, rel: str) -> int:
+        """A descriptor of the regular file `rel`, opened without blocking and checked."""
+        entry = self._entries.get(rel) or self.entry_of(rel)
+        if not entry.is_file:
+            raise Unreadable(entry.detail)
+        try:
+            fd = os.open(self.root / rel, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        except OSError as err:
+            raise Unreadable(f"cannot be read: {err.strerror or err}") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # it changed since the walk
+            os.close(fd)
+            raise Unreadable(f"is {_kind_of_mode(st.st_mode)}, not a regular file: not read")
+        return fd
+
+    def read(self, rel: str, limit: int | None = None) -> bytes:
+        limit = read_limit(rel) if limit is None else limit
+        fd = self._open(rel)
+        try:
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise Unreadable(f"is {size:,} bytes, more than the {limit:,} hfdoctor reads of such a file")
+            chunks, total = [], 0
+            while total <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+            if total > limit:  # it grew while we read
+                raise Unreadable(f"is more than the {limit:,} bytes hfdoctor reads of such a file")
+            return b"".join(chunks)
+        except OSError as err:
+            raise Unreadable(f"cannot be read: {err.strerror or err}") from None
+        finally:
+            os.close(fd)
+
+    def read_range(self, rel: str, start: int, length: int) -> bytes:
+        fd = self._open(rel)
+        try:
+            return os.pread(fd, length, start)
+        except OSError as err:
+            raise Unreadable(f"cannot be read: {err.strerror or err}") from None
+        finally:
+            os.close(fd)
+
+    def open(self, rel: str):
+        fd = self._open(rel)
+        return os.fdopen(fd, "rb")
