@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfdoctor import registry
-from hfdoctor.registry import Family
+from hfdoctor.registry import Family, Variant
 from hfdoctor.repo import ModelRepo, token_content
 from hfdoctor.weights.layout import infer_weights_families
 
@@ -43,13 +43,30 @@ class Lineage:
     family: str | None
     base_model: str | None
     evidence: list[str]
+    # The model_type the checkpoint declares: what the architecture is even when the
+    # family is unknown ("llama architecture, family unknown").
+    architecture: str | None = None
+    # The variant within the family (hybrid, instruct-2507, ...), when the evidence says.
+    variant: str | None = None
     # What each source says on its own: family keys it is consistent with.
     by_source: dict[str, list[str]] = field(default_factory=dict)
+    # high: the tokenizer and an independent source agree; medium: one decisive source
+    # (the tokenizer, or without tokenizer files the config's exact dimensions or the exact
+    # upstream template); low: only weaker hints (template markers, card, weight shapes).
+    confidence: str = "none"
     notes: list[str] = field(default_factory=list)
+    family_ref: Family | None = field(default=None, repr=False, compare=False)
+    variant_ref: Variant | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"family": self.family, "base_model": self.base_model, "evidence": self.evidence}
+        return {"family": self.family, "variant": self.variant, "base_model": self.base_model,
+                "architecture": self.architecture, "evidence": self.evidence, "confidence": self.confidence,
+                "by_source": self.by_source}
 
+    @property
+    def certain(self) -> bool:
+        """Enough to act on (a fix that writes the family's files): medium or high."""
+        return self.confidence in ("high", "medium")
 
 def vocab_sample(vocab: dict[str, int] | None) -> str | None:
     """Hash of the tokens at fixed ids: equal for equal base vocabularies."""
@@ -121,18 +138,51 @@ def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
 
 
 def config_families(repo: ModelRepo) -> list[Family]:
-    config = repo.config or {}
-    model_type = registry.config_value(config, "model_type")
-    if not isinstance(model_type, str):
+    """Families whose architecture is the config's model_type: what the architecture allows,
+    not evidence of a family (hundreds of families share LlamaForCausalLM)."""
+    model_type = architecture(repo)
+    return [f for f in registry.families() if model_type in f.model_types] if model_type else []
+
+
+def architecture(repo: ModelRepo) -> str | None:
+    """The model_type the checkpoint declares (config.json, text_config for wrappers)."""
+    value = registry.config_value(repo.config, "model_type") if repo.config else None
+    return value if isinstance(value, str) and value else None
+
+
+def dims_families(repo: ModelRepo) -> list[Family]:
+    """Families with a release of exactly the config's dimensions (hidden size, layers, experts,
+    and the vocabulary size where the registry records it) and its architecture."""
+    config = repo.config
+    model_type = architecture(repo)
+    if not config or model_type is None:
         return []
-    return [f for f in registry.families() if model_type in f.model_types]
+    found = []
+    for fam in registry.families():
+        for base in fam.bases:
+            wanted_type = base.dims.get("model_type")
+            dims = {k: v for k, v in base.dims.items() if k != "model_type"}
+            if (wanted_type or model_type) == model_type and model_type in fam.model_types \
+                    and registry.BaseModel(base.repo, base.base_repo, dims).matches(config):
+                found.append(fam)
+                break
+    return found
 
 
-def template_families(repo: ModelRepo) -> list[Family]:
+def template_variants(repo: ModelRepo) -> list[tuple[Family, Variant]]:
+    """(family, variant) pairs the repo's template identifies: its exact text (a canonical
+    template or a known upstream revision of it), else literal needles."""
     template = repo.chat_template
     if template is None:
         return []
-    return [f for f in registry.families() if f.template_needles and all(n in template.text for n in f.template_needles)]
+    exact = registry.variant_of_template(hashlib.sha256(template.text.encode("utf-8", "surrogatepass")).hexdigest())
+    if exact is not None:
+        return [exact]
+    return [(fam, v) for fam, v in registry.all_variants() if v.template_matches(template.text)]
+
+
+def template_families(repo: ModelRepo) -> list[Family]:
+    return list(dict.fromkeys(fam for fam, _ in template_variants(repo)))
 
 
 def card_base_models(repo: ModelRepo) -> list[str]:
@@ -161,7 +211,7 @@ def weights_families(repo: ModelRepo) -> list[Family] | None:
     return infer_weights_families(repo)
 
 
-def chat_evidence(repo: ModelRepo, family: Family | None = None) -> list[str]:
+def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Variant | None = None) -> list[str]:
     """Reasons to believe this checkpoint is a chat/instruct model (empty: looks base)."""
     reasons: list[str] = []
     eos = repo.special_token("eos_token")
@@ -187,66 +237,132 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None) -> list[str]:
         if isinstance(widget, list) and any(isinstance(w, dict) and "messages" in w for w in widget):
             reasons.append("the model card's widget sends chat messages")
         for repo_id in card_base_models(repo):
-            if any(w in repo_id.lower() for w in ("instruct", "-it", "chat", "-r1", "qwq")):
+            if any(w in repo_id.lower() for w in ("instruct", "-it", "chat", "-r1", "qwq", "thinking")):
                 reasons.append(f"the model card's base_model {repo_id} is a chat model")
                 break
-    if family is not None and family.chat:
+    if variant is not None and variant.chat:
+        reasons.append(f"every {variant.display} release is a chat model")
+    elif variant is None and family is not None and family.chat:
         reasons.append(f"every {family.display} release is a chat model")
     return reasons
 
 
+# How much each source's word counts when several families remain possible.
+WEIGHTS = {"config": 4.0, "tokenizer": 3.0, "template": 2.0, "weights": 2.0, "card": 1.0}
+
+
 def detect(repo: ModelRepo) -> Lineage:
-    """Combine the evidence into one family and base model (cached on the repo)."""
+    """Combine the evidence into one family, variant and base model (cached on the repo).
+
+    The vocabulary and special tokens decide the family: when the repo has tokenizer
+    files, only a family they match can be chosen, and an unknown vocabulary means an
+    unknown family. Without tokenizer files, the config's exact dimensions, the exact
+    upstream template, template markers, the weights' shapes or the card may name it. The
+    architecture (model_type) alone never does: it only rules families out.
+    """
     cached = getattr(repo, "_lineage", None)
     if cached is not None:
         return cached
-    config = repo.config
+    arch = architecture(repo)
+
+    def fits(fams: list[Family] | None) -> list[Family] | None:
+        return None if fams is None else [f for f in fams if arch is None or arch in f.model_types]
+
+    tokenizer = tokenizer_families(repo)
+    # What each source says on its own (the report shows it: weights that look like Llama
+    # under a Qwen3 config say so); only families of the declared architecture can win.
     sources: dict[str, list[Family] | None] = {
-        "config": config_families(repo) if config else None,
-        "tokenizer": tokenizer_families(repo),
+        "config": dims_families(repo) or None,
+        "tokenizer": tokenizer,
         "template": template_families(repo) or None,
         "card": card_families(repo) or None,
         "weights": weights_families(repo),
     }
-    candidates = sources["config"] or sources["tokenizer"] or sources["weights"] or sources["card"] or []
-    model_type = registry.config_value(config, "model_type") if config else None
+    if tokenizer is not None:
+        candidates = fits(tokenizer) or []
+        if tokenizer and not candidates:  # a tokenizer of another architecture: tokenizer-lineage-mismatch
+            candidates = sources["config"] or []
+    else:
+        candidates = fits(list(dict.fromkeys(f for name in ("config", "template", "weights", "card")
+                                             for f in sources[name] or []))) or []
 
     def score(fam: Family) -> float:
-        s = 0.0
-        weights = {"config": 4.0, "tokenizer": 3.0, "template": 2.0, "weights": 2.0, "card": 1.0}
-        for name, fams in sources.items():
-            if fams and fam in fams:
-                s += weights[name]
-        if fam.base_for(config) is not None:
-            s += 1.0
-        if model_type in fam.primary_for:
-            s += 0.5
-        return s
+        total = sum(WEIGHTS[name] for name, fams in sources.items() if fams and fam in fams)
+        return total + (0.5 if arch in fam.primary_for else 0.0)
 
     chosen = max(candidates, key=score, default=None)  # max keeps the first of equals
+    evidence = [name for name, fams in sources.items() if chosen and fams and chosen in fams]
+    variant = _variant(repo, chosen) if chosen else None
     lineage = Lineage(
         family=chosen.key if chosen else None,
-        base_model=_base_model(repo, chosen),
-        evidence=[name for name, fams in sources.items() if chosen and fams and chosen in fams],
+        base_model=_base_model(repo, chosen, variant),
+        evidence=evidence,
+        architecture=arch,
+        variant=(variant.key or None) if variant else None,
         by_source={name: [f.key for f in fams] for name, fams in sources.items() if fams is not None},
+        confidence=_confidence(repo, evidence, tokenizer is not None),
+        family_ref=chosen,
+        variant_ref=variant,
     )
     repo._lineage = lineage  # type: ignore[attr-defined]
     return lineage
 
 
-def _base_model(repo: ModelRepo, fam: Family | None) -> str | None:
+def _template_sha(repo: ModelRepo) -> str | None:
+    template = repo.chat_template
+    return hashlib.sha256(template.text.encode("utf-8", "surrogatepass")).hexdigest() if template else None
+
+
+def _confidence(repo: ModelRepo, evidence: list[str], has_tokenizer: bool) -> str:
+    if not evidence:
+        return "none"
+    if "tokenizer" in evidence:
+        return "high" if len(evidence) > 1 else "medium"
+    if has_tokenizer:
+        return "low"  # the tokenizer itself said nothing for this family
+    exact = registry.variant_of_template(_template_sha(repo) or "") is not None
+    return "medium" if "config" in evidence or (exact and "template" in evidence) else "low"
+
+
+def _variant(repo: ModelRepo, fam: Family) -> Variant | None:
+    """Which variant of `fam` the evidence names; None when it does not say.
+
+    The exact upstream template decides; then the card's base_model, unless the config's
+    dimensions rule that variant out; then a variant's template markers; then the
+    dimensions, when only one variant has a release of that size. How a template behaves
+    is not evidence: the rules judge it against the variant.
+    """
+    if fam.only_variant is not None:
+        return fam.only_variant
+    sha = _template_sha(repo)
+    exact = next((v for v in fam.variants if sha in v.template_shas()), None) if sha else None
+    if exact is not None:
+        return exact
+    by_dims = fam.variants_for(repo.config) if repo.config else []
+    for repo_id in card_base_models(repo):
+        named = fam.variant_of_repo_id(repo_id)
+        if named is not None and (not by_dims or named in by_dims):
+            return named
+    marked = [v for f, v in template_variants(repo) if f is fam]
+    if len(marked) == 1:
+        return marked[0]
+    return by_dims[0] if len(by_dims) == 1 else None
+
+
+def _base_model(repo: ModelRepo, fam: Family | None, variant: Variant | None) -> str | None:
     if fam is None:
         return None
     config = repo.config
-    by_dims = fam.base_for(config)
+    by_dims = variant.base_for(config) if variant is not None else fam.base_for(config)
     # Trust the card's base_model when it is of this family and not contradicted by size.
     for repo_id in card_base_models(repo):
         if registry.family_of_repo_id(repo_id) is fam:
             named = fam.base_by_repo(repo_id)
             if named is None or by_dims is None or named is by_dims:
                 return repo_id
+    bases = variant.bases if variant is not None else fam.bases
     if by_dims is None:
-        return fam.bases[0].repo if len(fam.bases) == 1 and not config else None
-    if chat_evidence(repo, fam) or by_dims.base_repo is None:
+        return bases[0].repo if len(bases) == 1 and not config else None
+    if chat_evidence(repo, fam, variant) or by_dims.base_repo is None:
         return by_dims.repo
     return by_dims.base_repo

@@ -1,10 +1,17 @@
-"""The family registry: what each upstream model family looks like.
+"""The family registry: what each upstream model family looks like, and its variants.
 
 The data lives in `upstream_templates/families.json` (shipped inside the package as
-package data, and read from the source tree in a checkout). Each family names the
-config model types it uses, the special tokens (and ids) that identify its
-tokenizer, its end-of-turn tokens, whether it thinks, its upstream repos with their
-dimensions, and the upstream repo whose chat template is canonical (with sha256).
+package data, and read from the source tree in a checkout). A family is what a
+tokenizer and an architecture identify: the config model types it uses, the special
+tokens (and ids) and vocabulary fingerprints of its tokenizer, its end-of-turn tokens.
+A family has one or more variants, which share all that but differ in behaviour:
+Qwen3's hybrid-thinking releases, its Instruct-2507 (never thinks) and Thinking-2507
+(always thinks) releases, Qwen3-Coder. A variant names its thinking mode, its upstream
+repos with their dimensions, and its canonical chat template (repo, sha256; the text
+itself ships in upstream_templates/templates/, see hfdoctor.upstream).
+
+A family written without "variants" in the JSON has exactly one, built from the
+family-level fields.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ _DATA_DIRS = (
     Path(__file__).resolve().parent / "data",  # installed wheel (force-included)
     Path(__file__).resolve().parent.parent / "upstream_templates",  # source checkout
 )
+# The fields a variant may set (the rest belong to the family).
+VARIANT_FIELDS = ("thinking", "chat", "repo_patterns", "bases", "template", "template_needles",
+                  "template_excludes", "template_revisions")
 
 
 def data_file(name: str) -> Path:
@@ -28,6 +38,17 @@ def data_file(name: str) -> Path:
         if (directory / name).is_file():
             return directory / name
     raise FileNotFoundError(f"{name} not found: hfdoctor's package data is missing")
+
+
+def config_value(config: dict[str, Any] | None, key: str) -> Any:
+    """A config value, looking into text_config for multimodal wrappers."""
+    config = config or {}
+    if key in config:
+        return config[key]
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict):
+        return text_config.get(key)
+    return None
 
 
 @dataclass(frozen=True)
@@ -40,7 +61,7 @@ class BaseModel:
         """True when every dimension this entry records equals the config's."""
         for key, value in self.dims.items():
             if key == "num_experts":
-                got = config.get("num_experts", config.get("n_routed_experts"))
+                got = config.get("num_experts", config.get("n_routed_experts", config_value(config, "num_experts")))
             else:
                 got = config_value(config, key)
             if got != value:
@@ -57,6 +78,42 @@ class CanonicalTemplate:
     revision_note: str = ""
 
 
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one object per variant
+class Variant:
+    key: str  # "" for the only variant of a family
+    display: str
+    thinking: str  # none | hybrid | always | effort
+    chat: bool  # every release of it is a chat model
+    repo_patterns: tuple[str, ...]
+    bases: tuple[BaseModel, ...]
+    template: CanonicalTemplate | None
+    # Literal strings only this variant's templates contain (and must not contain).
+    template_needles: tuple[str, ...] = ()
+    template_excludes: tuple[str, ...] = ()
+    # sha256 of other upstream revisions of its template (still this variant's own).
+    template_revisions: tuple[str, ...] = ()
+
+    def owns_repo_id(self, repo_id: str) -> bool:
+        return any(re.search(p, repo_id, re.IGNORECASE) for p in self.repo_patterns)
+
+    def base_for(self, config: dict[str, Any] | None) -> BaseModel | None:
+        if not config:
+            return None
+        return next((base for base in self.bases if base.matches(config)), None)
+
+    def base_by_repo(self, repo_id: str) -> BaseModel | None:
+        low = repo_id.lower()
+        return next((b for b in self.bases if low in (b.repo.lower(), (b.base_repo or "").lower())), None)
+
+    def template_shas(self) -> set[str]:
+        return ({self.template.sha256} if self.template else set()) | set(self.template_revisions)
+
+    def template_matches(self, text: str) -> bool:
+        """The literal-needle test: every needle present, no exclude present."""
+        return bool(self.template_needles) and all(n in text for n in self.template_needles) and not any(
+            x in text for x in self.template_excludes)
+
+
 @dataclass(frozen=True, eq=False)  # compared and hashed by identity: one object per family
 class Family:
     key: str
@@ -65,43 +122,51 @@ class Family:
     vocab_groups: tuple[str, ...]
     signature_tokens: dict[str, int | None]
     end_of_turn: tuple[str, ...]
-    thinking: str  # none | hybrid | always | effort
-    chat: bool
-    repo_patterns: tuple[str, ...]
-    bases: tuple[BaseModel, ...]
-    template: CanonicalTemplate | None
+    variants: tuple[Variant, ...]
     primary_for: tuple[str, ...] = ()
-    template_needles: tuple[str, ...] = ()
     encode_fingerprints: tuple[str, ...] = field(default_factory=tuple)
+    # Tokens generation must stop on, when they are not simply the end-of-turn tokens
+    # (harmony: <|return|> and <|call|>, while <|end|> only closes a channel).
+    stop_tokens: tuple[str, ...] = ()
+
+    @property
+    def only_variant(self) -> Variant | None:
+        """The variant, when the family has just one (so knowing the family is knowing it)."""
+        return self.variants[0] if len(self.variants) == 1 else None
+
+    @property
+    def chat(self) -> bool:
+        """Every release of every variant is a chat model."""
+        return all(v.chat for v in self.variants)
+
+    @property
+    def bases(self) -> tuple[BaseModel, ...]:
+        return tuple(b for v in self.variants for b in v.bases)
+
+    @property
+    def templates(self) -> list[CanonicalTemplate]:
+        return [v.template for v in self.variants if v.template is not None]
 
     def owns_repo_id(self, repo_id: str) -> bool:
-        return any(re.search(p, repo_id, re.IGNORECASE) for p in self.repo_patterns)
+        return any(v.owns_repo_id(repo_id) for v in self.variants)
+
+    def variant_of_repo_id(self, repo_id: str) -> Variant | None:
+        return next((v for v in self.variants if v.owns_repo_id(repo_id)), None)
+
+    def variant(self, key: str | None) -> Variant | None:
+        return next((v for v in self.variants if v.key == key), None)
+
+    def variants_for(self, config: dict[str, Any] | None) -> list[Variant]:
+        """The variants with a release of these dimensions."""
+        return [v for v in self.variants if v.base_for(config) is not None]
 
     def base_for(self, config: dict[str, Any] | None) -> BaseModel | None:
-        if not config:
-            return None
-        for base in self.bases:
-            if base.matches(config):
-                return base
-        return None
+        """The base of these dimensions, when only one variant has one."""
+        found = {id(b): b for v in self.variants if (b := v.base_for(config)) is not None}
+        return next(iter(found.values())) if len(found) == 1 else None
 
     def base_by_repo(self, repo_id: str) -> BaseModel | None:
-        low = repo_id.lower()
-        for base in self.bases:
-            if low in (base.repo.lower(), (base.base_repo or "").lower()):
-                return base
-        return None
-
-
-def config_value(config: dict[str, Any] | None, key: str) -> Any:
-    """A config value, looking into text_config for multimodal wrappers."""
-    config = config or {}
-    if key in config:
-        return config[key]
-    text_config = config.get("text_config")
-    if isinstance(text_config, dict):
-        return text_config.get(key)
-    return None
+        return next((b for v in self.variants if (b := v.base_by_repo(repo_id)) is not None), None)
 
 
 @lru_cache(maxsize=1)
@@ -115,8 +180,34 @@ def architectures() -> dict[str, list[str]]:
     return json.loads(data_file("architectures.json").read_text(encoding="utf-8"))["model_types"]
 
 
+def _template(data: dict[str, Any] | None) -> CanonicalTemplate | None:
+    if not data:
+        return None
+    return CanonicalTemplate(data["repo"], data.get("revision"), data["file"], data["sha256"],
+                             data.get("revision_note", ""))
+
+
+def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
+    return Variant(
+        key=key,
+        display=display,
+        thinking=data.get("thinking", "none"),
+        chat=bool(data.get("chat", True)),
+        repo_patterns=tuple(data.get("repo_patterns", ())),
+        bases=tuple(BaseModel(b["repo"], b.get("base_repo"), dict(b["dims"])) for b in data.get("bases", ())),
+        template=_template(data.get("template")),
+        template_needles=tuple(data.get("template_needles", ())),
+        template_excludes=tuple(data.get("template_excludes", ())),
+        template_revisions=tuple(data.get("template_revisions", ())),
+    )
+
+
 def _family(data: dict[str, Any]) -> Family:
-    template = data.get("template")
+    if "variants" in data:
+        variants = tuple(_variant(v, v["key"], v.get("display", f"{data['display']} {v['key']}"))
+                         for v in data["variants"])
+    else:
+        variants = (_variant({k: data[k] for k in VARIANT_FIELDS if k in data}, "", data["display"]),)
     return Family(
         key=data["key"],
         display=data["display"],
@@ -124,17 +215,10 @@ def _family(data: dict[str, Any]) -> Family:
         vocab_groups=tuple(data.get("vocab_groups", ())),
         signature_tokens=dict(data.get("signature_tokens", {})),
         end_of_turn=tuple(data.get("end_of_turn", ())),
-        thinking=data.get("thinking", "none"),
-        chat=bool(data.get("chat", True)),
-        repo_patterns=tuple(data.get("repo_patterns", ())),
-        bases=tuple(BaseModel(b["repo"], b.get("base_repo"), dict(b["dims"])) for b in data.get("bases", ())),
-        template=CanonicalTemplate(
-            template["repo"], template.get("revision"), template["file"], template["sha256"],
-            template.get("revision_note", ""),
-        ) if template else None,
+        variants=variants,
         primary_for=tuple(data.get("primary_for", ())),
-        template_needles=tuple(data.get("template_needles", ())),
         encode_fingerprints=tuple(data.get("encode_fingerprints", ())),
+        stop_tokens=tuple(data.get("stop_tokens", ())),
     )
 
 
@@ -143,20 +227,32 @@ def families() -> tuple[Family, ...]:
     return tuple(_family(f) for f in _load()["families"])
 
 
+def all_variants() -> list[tuple[Family, Variant]]:
+    return [(fam, v) for fam in families() for v in fam.variants]
+
+
 def vocab_groups() -> dict[str, str]:
     return dict(_load()["vocab_groups"])
 
 
 def family(key: str | None) -> Family | None:
-    for fam in families():
-        if fam.key == key:
-            return fam
-    return None
+    return next((fam for fam in families() if fam.key == key), None)
 
 
 def family_of_repo_id(repo_id: str) -> Family | None:
     """The family an upstream repo id belongs to (by its name pattern)."""
+    return next((fam for fam in families() if fam.owns_repo_id(repo_id)), None)
+
+
+def variant_of_repo_id(repo_id: str) -> tuple[Family, Variant] | None:
+    """The family and variant an upstream repo id belongs to."""
     for fam in families():
-        if fam.owns_repo_id(repo_id):
-            return fam
+        found = fam.variant_of_repo_id(repo_id)
+        if found is not None:
+            return fam, found
     return None
+
+
+def variant_of_template(sha256: str) -> tuple[Family, Variant] | None:
+    """The variant whose canonical template (or a known revision of it) has this sha256."""
+    return next(((fam, v) for fam, v in all_variants() if sha256 in v.template_shas()), None)

@@ -13,10 +13,11 @@ import hashlib
 import json
 import os
 import socket
+from urllib.parse import urlparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfdoctor.registry import CanonicalTemplate, Family
+from hfdoctor.registry import CanonicalTemplate, Variant, data_file
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,13 @@ def hub_reachable(host: str = "huggingface.co", timeout: float = 2.0) -> bool:
     """One quick TCP connect per process: offline machines must not wait on retries."""
     endpoint = os.environ.get("HF_ENDPOINT")
     if endpoint:
-        from urllib.parse import urlparse
-
         host = urlparse(endpoint).hostname or host
+    port = 443
+    if endpoint:
+        parsed = urlparse(endpoint)
+        port = parsed.port or (80 if parsed.scheme == "http" else 443)
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
         return True
     except OSError:
         return False
@@ -118,41 +121,87 @@ def read_file(upstream: Upstream, repo_id: str, filename: str, revision: str | N
 class TemplateLookup:
     text: str | None
     source: str  # where it came from, or why it was not found
+    pinned: bool = True  # the text is the revision hfdoctor's registry pins (sha256 verified)
 
 
-def canonical_template(upstream: Upstream, family: Family) -> TemplateLookup:
-    """The family's canonical chat template, verified against the registry's sha256."""
+def shipped_template(variant: Variant) -> str | None:
+    """The canonical template hfdoctor ships for `variant` (upstream_templates/templates/),
+    verified against the registry's sha256; None when it is not shipped."""
+    pinned = variant.template
+    if pinned is None:
+        return None
+    for name, entry in _shipped_manifest().items():
+        if entry.get("sha256") == pinned.sha256:
+            try:
+                text = data_file(f"templates/{name}").read_bytes().decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+            return text if hashlib.sha256(text.encode()).hexdigest() == pinned.sha256 else None
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_manifest() -> dict[str, dict]:
+    try:
+        return json.loads(data_file("templates/MANIFEST.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def canonical_template(upstream: Upstream, variant: Variant) -> TemplateLookup:
+    """The variant's canonical chat template.
+
+    An --upstream directory that holds the canonical repo overrides everything (a newer
+    revision the user downloaded: used as it is, and said so when it is not the pinned
+    one). Otherwise the text hfdoctor ships, then the local HF cache and the Hub, all
+    verified against the registry's sha256.
+    """
     # Several rules ask for the same template; the cache dir is part of the key because
     # HF_HUB_CACHE may change within one process (tests, library users).
-    return _canonical_template(upstream, family, str(hf_cache_dir()))
+    return _canonical_template(upstream, variant, str(hf_cache_dir()))
+
+
+def _template_text(filename: str, raw: bytes) -> str | None:
+    try:
+        decoded = raw.decode("utf-8")
+        text = decoded if filename.endswith(".jinja") else json.loads(decoded).get("chat_template")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return text if isinstance(text, str) else None
 
 
 @functools.lru_cache(maxsize=64)
-def _canonical_template(upstream: Upstream, family: Family, cache_dir: str) -> TemplateLookup:
-    pinned: CanonicalTemplate | None = family.template
+def _canonical_template(upstream: Upstream, variant: Variant, cache_dir: str) -> TemplateLookup:
+    pinned: CanonicalTemplate | None = variant.template
     if pinned is None:
-        return TemplateLookup(None, f"the registry pins no canonical template for {family.display}")
+        return TemplateLookup(None, f"the registry pins no canonical template for {variant.display}")
+    for directory in upstream.dirs:
+        for filename in ("chat_template.jinja", "tokenizer_config.json"):
+            path = directory / pinned.repo.replace("/", "--") / filename
+            text = _template_text(filename, path.read_bytes()) if path.is_file() else None
+            if text is not None:
+                same = hashlib.sha256(text.encode()).hexdigest() == pinned.sha256
+                note = "" if same else f", a revision other than the one hfdoctor pins ({pinned.sha256[:12]})"
+                return TemplateLookup(text, f"{pinned.repo} ({path}{note})", pinned=same)
+    shipped = shipped_template(variant)
+    if shipped is not None:
+        return TemplateLookup(shipped, f"{pinned.repo} (shipped with hfdoctor)")
     tried = []
     # The template may be stored as chat_template.jinja or inside tokenizer_config.json.
     for filename in ("chat_template.jinja", "tokenizer_config.json"):
-        found = read_file(upstream, pinned.repo, filename, pinned.revision)
+        found = read_file(Upstream((), upstream.use_cache, upstream.use_hub), pinned.repo, filename, pinned.revision)
         if found is None:
             continue
         where, raw = found
-        try:
-            decoded = raw.decode("utf-8")
-            text = decoded if filename.endswith(".jinja") else json.loads(decoded).get("chat_template")
-        except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-            tried.append(f"{where} (unreadable)")
-            continue
-        if isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == pinned.sha256:
+        text = _template_text(filename, raw)
+        if text is not None and hashlib.sha256(text.encode()).hexdigest() == pinned.sha256:
             return TemplateLookup(text, f"{pinned.repo} ({where})")
-        tried.append(f"{where} (sha256 differs from the pinned {pinned.sha256[:12]})")
+        tried.append(f"{where} ({'unreadable' if text is None else 'sha256 differs from the pinned ' + pinned.sha256[:12]})")
     detail = f"; tried {', '.join(tried)}" if tried else ""
     return TemplateLookup(
         None,
-        f"the {pinned.repo} template was not found in {upstream.describe()}{detail}. "
-        f"Pass --upstream DIR (a folder holding {pinned.repo.replace('/', '--')}/) or set HFDOCTOR_UPSTREAM",
+        f"the {pinned.repo} template does not ship with this hfdoctor and was not found in {upstream.describe()}"
+        f"{detail}. Pass --upstream DIR (a folder holding {pinned.repo.replace('/', '--')}/) or set HFDOCTOR_UPSTREAM",
     )
 
 

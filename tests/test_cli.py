@@ -41,7 +41,10 @@ def test_json_shape_matches_contract():
     proc = run_cli("check", str(FIXTURE), "--format", "json")
     report = json.loads(proc.stdout)
     assert set(report) >= {"hfdoctor", "target", "lineage", "findings", "summary"}
-    assert set(report["lineage"]) == {"family", "base_model", "evidence"}
+    assert set(report["lineage"]) >= {"family", "base_model", "evidence"}
+    lineage = report["lineage"]
+    assert lineage["architecture"] == "qwen3" and lineage["confidence"] == "high" and lineage["variant"] == "hybrid"
+    assert set(lineage["by_source"]) >= {"config", "tokenizer"} and "qwen3" in lineage["by_source"]["tokenizer"]
     for finding in report["findings"]:
         assert set(finding) == {"code", "rule", "severity", "file", "line", "pointer", "message", "fix"}
         assert finding["severity"] in ("error", "warning", "info")

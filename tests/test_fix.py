@@ -33,9 +33,11 @@ from hfdoctor.fix import run_fix
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, writable_path, write_changes
 from hfdoctor.repo import ModelRepo
+from hfdoctor import upstream as upstream_mod
 from hfdoctor.upstream import Upstream, canonical_template
 
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
+QWEN3_HYBRID = registry.family("qwen3").variant("hybrid")
 OFFLINE_UPSTREAM = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 
 
@@ -188,21 +190,23 @@ def test_check_never_writes(replica):
     assert snapshot(replica) == before
 
 
-def test_offline_without_upstream_says_how_to_provide_it(replica, tmp_path):
-    env = {"HF_HUB_CACHE": str(tmp_path / "empty-cache"), "HFDOCTOR_UPSTREAM": ""}
-    proc = run_cli("check", str(replica), "--format", "json", env=env)
-    report = json.loads(proc.stdout)
+def test_fix_works_offline_with_nothing_but_hfdoctor(replica, tmp_path):
+    """Issue 11: no Hub, no cache, no --upstream: the shipped canonical template is written,
+    byte-equal to upstream's, plus the card line, and nothing else."""
+    env = {"HF_HUB_CACHE": str(tmp_path / "empty-cache"), "HFDOCTOR_UPSTREAM": "", "HF_HUB_OFFLINE": "1"}
+    before = snapshot(replica)
+    report = json.loads(run_cli("check", str(replica), "--format", "json", env=env).stdout)
     tpl = next(f for f in report["findings"] if f["code"] == "TPL001")
-    assert tpl["fix"] is None
-    assert "--upstream" in tpl["message"] and "HFDOCTOR_UPSTREAM" in tpl["message"]
-    # fix still repairs the card, and exits 1 for the template that is left.
+    assert tpl["fix"] == {"applicability": "safe", "title": "insert the upstream Qwen/Qwen3-8B template"}
     proc = run_cli("fix", str(replica), env=env)
-    assert proc.returncode == 1
-    assert "fixed CARD001" in proc.stdout and "TPL001" in proc.stdout
-    assert "chat_template" not in json.loads((replica / "tokenizer_config.json").read_bytes())
-    # The environment variable is as good as the option.
-    proc = run_cli("fix", str(replica), env={**env, "HFDOCTOR_UPSTREAM": str(UPSTREAM)})
-    assert proc.returncode == 0 and "fixed TPL001" in proc.stdout
+    assert proc.returncode == 0 and "fixed TPL001" in proc.stdout and "fixed CARD001" in proc.stdout, proc.stdout
+    upstream_text = json.loads((QWEN3 / "tokenizer_config.json").read_bytes())["chat_template"]
+    assert json.loads((replica / "tokenizer_config.json").read_bytes())["chat_template"] == upstream_text
+    after = snapshot(replica)
+    assert {k for k in after if after[k] != before.get(k)} == {"tokenizer_config.json", "README.md"}
+    # An --upstream folder (or HFDOCTOR_UPSTREAM) overrides the shipped text: a newer revision.
+    lookup = canonical_template(Upstream((UPSTREAM,), use_cache=False, use_hub=False), QWEN3_HYBRID)
+    assert lookup.pinned and str(UPSTREAM) in lookup.source
 
 
 # --- every pinned upstream template round-trips ------------------------------------------------
@@ -210,7 +214,7 @@ def test_offline_without_upstream_says_how_to_provide_it(replica, tmp_path):
 
 def pinned_template_folders() -> list[str]:
     """Upstream folders whose tokenizer_config.json chat_template is a registry pin."""
-    pins = {f.template.sha256 for f in registry.families() if f.template}
+    pins = {v.template.sha256 for _, v in registry.all_variants() if v.template}
     found = []
     for folder in sorted(UPSTREAM.iterdir()):
         path = folder / "tokenizer_config.json"
@@ -272,21 +276,23 @@ def test_template_goes_to_jinja_where_the_repo_keeps_jinja_templates(tmp_path):
     (repo_dir / "additional_chat_templates").mkdir()
     (repo_dir / "additional_chat_templates" / "tool_use.jinja").write_text("{{ messages }}")
     repo = ModelRepo(repo_dir, upstream=OFFLINE_UPSTREAM)
-    fix, note = missing_template_fix(repo, registry.family("qwen3"))
+    fix, note = missing_template_fix(repo, QWEN3_HYBRID)
     assert note == "Fix: insert the upstream Qwen/Qwen3-8B template as chat_template.jinja."
     (edit,) = fix.edits
     assert edit == Edit("chat_template.jinja", 0, 0, (QWEN3 / "chat_template.jinja").read_text(), create=True)
     # Without tokenizer_config.json too.
     (repo_dir / "tokenizer_config.json").unlink()
     shutil.rmtree(repo_dir / "additional_chat_templates")
-    fix, _ = missing_template_fix(ModelRepo(repo_dir, upstream=OFFLINE_UPSTREAM), registry.family("qwen3"))
+    fix, _ = missing_template_fix(ModelRepo(repo_dir, upstream=OFFLINE_UPSTREAM), QWEN3_HYBRID)
     assert fix.edits[0].file == "chat_template.jinja" and fix.edits[0].create
 
 
 def test_template_fix_note_when_not_found(tmp_path, monkeypatch):
+    """A variant whose template does not ship (a broken install) and is found nowhere else."""
+    monkeypatch.setattr(upstream_mod, "_shipped_manifest", lambda: {})
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     repo = ModelRepo(make_seed_replica(tmp_path / "r"), upstream=Upstream((), use_cache=True, use_hub=False))
-    fix, note = missing_template_fix(repo, registry.family("qwen3"))
+    fix, note = missing_template_fix(repo, QWEN3_HYBRID)
     assert fix is None and "--upstream DIR" in note and "HFDOCTOR_UPSTREAM" in note and "Qwen--Qwen3-8B" in note
 
 

@@ -249,7 +249,8 @@ def reply(ids, prompt="<|im_start|>assistant\n", stopped=True):
 
 
 def support():
-    return checks.thinking_support(FakeSession(), family("qwen3"), None)
+    qwen3 = family("qwen3")
+    return checks.thinking_support(FakeSession(), qwen3, None, qwen3.variant("hybrid"))
 
 
 def test_think_on_accepts_a_block_the_template_opened():
@@ -280,13 +281,15 @@ def test_deterministic_reports_where_a_batched_run_differs():
     assert "left-padded by 9 tokens" in result.detail and "at token 2" in result.detail
 
 
-@pytest.mark.parametrize("key, on, off", [
-    ("llama3", "does not think", "does not think"),
-    ("deepseek-r1", None, "always thinks"),
-    ("qwen3", None, None),
+@pytest.mark.parametrize("key, variant, on, off", [
+    ("llama3", "", "does not think", "does not think"),
+    ("deepseek-r1", "", None, "always thinks"),
+    ("qwen3", "hybrid", None, None),
+    ("qwen3", "instruct-2507", "does not think", "does not think"),
+    ("qwen3", "thinking-2507", None, "always thinks"),
 ])
-def test_which_thinking_checks_apply(key, on, off):
-    result = checks.thinking_support(FakeSession(), family(key), None)
+def test_which_thinking_checks_apply(key, variant, on, off):
+    result = checks.thinking_support(FakeSession(), family(key), None, family(key).variant(variant))
     for reason, expected in ((result.on_reason, on), (result.off_reason, off)):
         assert (reason is None) if expected is None else (expected in reason)
 

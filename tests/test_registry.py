@@ -10,6 +10,7 @@ import pytest
 from conftest import UPSTREAM
 from hfdoctor import lineage, registry
 from hfdoctor.repo import ModelRepo
+from hfdoctor.upstream import shipped_template
 
 FAMILIES = registry.families()
 
@@ -26,11 +27,20 @@ def test_keys_are_unique_and_lowercase():
         assert registry.family(required) is not None, required
 
 
-@pytest.mark.parametrize("fam", [f for f in FAMILIES if f.template], ids=lambda f: f.key)
-def test_pinned_template_sha256_matches_upstream(fam):
-    folder = folder_of(fam.template.repo)
+VARIANTS = registry.all_variants()
+
+
+def variant_id(pair) -> str:
+    fam, variant = pair
+    return fam.key + (f".{variant.key}" if variant.key else "")
+
+
+@pytest.mark.parametrize("pair", [p for p in VARIANTS if p[1].template], ids=variant_id)
+def test_pinned_template_sha256_matches_upstream(pair):
+    fam, variant = pair
+    folder = folder_of(variant.template.repo)
     if folder is None:
-        pytest.skip(f"{fam.template.repo} is not in ../shared/upstream")
+        pytest.skip(f"{variant.template.repo} is not in ../shared/upstream (its shipped copy is checked below)")
     texts = []
     if (folder / "chat_template.jinja").is_file():
         texts.append((folder / "chat_template.jinja").read_text(encoding="utf-8"))
@@ -38,7 +48,39 @@ def test_pinned_template_sha256_matches_upstream(fam):
         value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template")
         if isinstance(value, str):
             texts.append(value)
-    assert fam.template.sha256 in {hashlib.sha256(t.encode()).hexdigest() for t in texts}
+    assert variant.template.sha256 in {hashlib.sha256(t.encode()).hexdigest() for t in texts}
+
+
+@pytest.mark.parametrize("pair", [p for p in VARIANTS if p[1].template], ids=variant_id)
+def test_every_pinned_template_ships_with_its_provenance(pair):
+    """`fix` works offline: the text ships, verified, with repo, file, sha256 and license."""
+    fam, variant = pair
+    text = shipped_template(variant)
+    assert text is not None and hashlib.sha256(text.encode()).hexdigest() == variant.template.sha256
+    manifest = json.loads(registry.data_file("templates/MANIFEST.json").read_text())
+    (entry,) = [e for e in manifest.values() if e["sha256"] == variant.template.sha256 and e["family"] == fam.key
+                and e["variant"] == (variant.key or None)]
+    assert entry["repo"] == variant.template.repo and entry["license"] and entry["copied_from"]
+
+
+def test_the_shipped_folder_holds_nothing_else():
+    folder = registry.data_file("templates/MANIFEST.json").parent
+    manifest = json.loads((folder / "MANIFEST.json").read_text())
+    assert sorted(p.name for p in folder.glob("*.jinja")) == sorted(manifest)
+    for name, entry in manifest.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == entry["sha256"], name
+
+
+def test_variants_of_one_family_are_told_apart_by_repo_id():
+    assert registry.variant_of_repo_id("Qwen/Qwen3-8B")[1].key == "hybrid"
+    assert registry.variant_of_repo_id("Qwen/Qwen3-30B-A3B")[1].key == "hybrid"
+    assert registry.variant_of_repo_id("Qwen/Qwen3-30B-A3B-Instruct-2507")[1].key == "instruct-2507"
+    assert registry.variant_of_repo_id("Qwen/Qwen3-235B-A22B-Thinking-2507")[1].key == "thinking-2507"
+    assert registry.variant_of_repo_id("Qwen/Qwen3-Coder-30B-A3B-Instruct")[1].key == "coder"
+    assert registry.variant_of_repo_id("mistralai/Mistral-Nemo-Instruct-2407")[1].key == "tekken"
+    assert registry.variant_of_repo_id("mistralai/Mistral-7B-Instruct-v0.3")[1].key == "spm"
+    thinking = {v.key: v.thinking for v in registry.family("qwen3").variants}
+    assert thinking == {"hybrid": "hybrid", "instruct-2507": "none", "thinking-2507": "always", "coder": "none"}
 
 
 @pytest.mark.parametrize("fam", FAMILIES, ids=lambda f: f.key)

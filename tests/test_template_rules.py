@@ -409,7 +409,12 @@ def test_whitespace_only_drift_is_info(copy_upstream):
     assert [str(f.severity) for f in found] == ["info"] and "whitespace only" in found[0].message
 
 
-def test_upstream_unavailable_is_said_plainly(copy_upstream):
+def test_upstream_unavailable_is_said_plainly(copy_upstream, monkeypatch):
+    """Only a broken install lacks the shipped templates; then drift says it cannot compare."""
+    from hfdoctor import upstream as upstream_mod
+
+    monkeypatch.setattr(upstream_mod, "_shipped_manifest", lambda: {})
+    upstream_mod.canonical_template.cache_clear()
     folder = copy_upstream(QWEN3)
     set_template(folder, qwen3_template().replace("<|im_end|>\\n", "<|im_end|>\\n\\n"))
     report = check(folder, upstream=Upstream((), use_cache=False, use_hub=False))

@@ -30,16 +30,16 @@ def canonical_entries(upstream_dir: Path) -> list[tuple[str, str, dict[str, str]
     """(upstream repo id, template text, special tokens) for every pinned canonical template found."""
     upstream = Upstream((upstream_dir,), use_cache=False, use_hub=False)
     found = []
-    for fam in registry.families():
-        if fam.template is None:
+    for _, variant in registry.all_variants():
+        if variant.template is None:
             continue
-        lookup = canonical_template(upstream, fam)
+        lookup = canonical_template(upstream, variant)
         if lookup.text is None:
             continue
-        folder = upstream_dir / fam.template.repo.replace("/", "--")
+        folder = upstream_dir / variant.template.repo.replace("/", "--")
         tokens = special_tokens_for_render(ModelRepo(folder, upstream=upstream))
         if tokens:  # a folder without tokenizer config: no real repo would render with its (no) tokens
-            found.append((fam.template.repo, lookup.text, tokens))
+            found.append((variant.template.repo, lookup.text, tokens))
     return found
 
 

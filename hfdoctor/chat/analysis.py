@@ -161,7 +161,7 @@ def _work(source: str, special_tokens: dict[str, str], tool_use: bool,
 def trusted_templates() -> frozenset[str]:
     """sha256 of the registry's canonical templates: verified upstream text, rendered by
     the test suite over this very corpus, so they may run in-process (no fork)."""
-    return frozenset(f.template.sha256 for f in registry.families() if f.template is not None)
+    return frozenset(v.template.sha256 for _, v in registry.all_variants() if v.template is not None)
 
 
 def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = False,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hfdoctor.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Edit, Fix
-from hfdoctor.registry import Family
+from hfdoctor.registry import Variant
 from hfdoctor.repo import ModelRepo
 from hfdoctor.upstream import canonical_template
 
@@ -19,13 +19,13 @@ if TYPE_CHECKING:
     from hfdoctor.repo import TemplateSource
 
 
-def missing_template_fix(repo: ModelRepo, family: Family) -> tuple[Fix | None, str]:
-    """The upstream canonical template of `family`, inserted where this repo keeps
+def missing_template_fix(repo: ModelRepo, variant: Variant) -> tuple[Fix | None, str]:
+    """The upstream canonical template of `variant`, inserted where this repo keeps
     templates, plus a short note for the finding's message."""
-    lookup = canonical_template(repo.upstream, family)
-    pinned = family.template
+    lookup = canonical_template(repo.upstream, variant)
+    pinned = variant.template
     if lookup.text is None or pinned is None:
-        return None, f"Add the {family.display} template (no automatic fix: {lookup.source})."
+        return None, f"Add the {variant.display} template (no automatic fix: {lookup.source})."
     title = f"insert the upstream {pinned.repo} template"
     if pinned.file == "chat_template.jinja" or _keeps_jinja_templates(repo) or not repo.exists("tokenizer_config.json"):
         if repo.exists("chat_template.jinja"):
@@ -59,11 +59,12 @@ def replace_template_fix(repo: ModelRepo, source: "TemplateSource", text: str, t
     return Fix(title, (edit,), Applicability.UNSAFE) if edit is not None else None
 
 
-def upstream_replacement(repo: ModelRepo, source: "TemplateSource", fam: Family, title: str) -> tuple[Fix | None, str]:
-    """The unsafe fix that restores the family's upstream template, and a note saying so."""
-    if fam.template is None:
-        return None, f"Restore the upstream {fam.display} template."
-    lookup = canonical_template(repo.upstream, fam)
+def upstream_replacement(repo: ModelRepo, source: "TemplateSource", variant: Variant,
+                         title: str) -> tuple[Fix | None, str]:
+    """The unsafe fix that restores the variant's upstream template, and a note saying so."""
+    if variant.template is None:
+        return None, f"Restore the upstream {variant.display} template."
+    lookup = canonical_template(repo.upstream, variant)
     if lookup.text is None:
-        return None, f"Restore the {fam.template.repo} template (not available here: {lookup.source})."
-    return replace_template_fix(repo, source, lookup.text, title), f"Restore the {fam.template.repo} template."
+        return None, f"Restore the {variant.template.repo} template (not available here: {lookup.source})."
+    return replace_template_fix(repo, source, lookup.text, title), f"Restore the {variant.template.repo} template."

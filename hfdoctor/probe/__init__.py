@@ -59,7 +59,7 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
     """Fill `result` in, stage by stage, under a progress display on stderr."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from hfdoctor import lineage, registry
+    from hfdoctor import lineage
     from hfdoctor.probe import preflight
     from hfdoctor.repo import ModelRepo
 
@@ -73,8 +73,9 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
         repo = ModelRepo(path)
         weights = preflight.before_loading(repo)
         result.weights_bytes = weights.nbytes
-        result.family = lineage.detect(repo).family
-        family = registry.family(result.family)
+        found = lineage.detect(repo)
+        result.family = found.family
+        family, variant = found.family_ref, found.variant_ref
         template = repo.chat_template.text  # preflight refused a repo without one
 
         step("importing torch")
@@ -88,4 +89,4 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
         step(f"loading {preflight.human_bytes(weights.nbytes)} of weights onto {result.device}")
         session = Session(path, result.device, max_new_tokens, repo.eos_ids, trust_remote_code)
         result.dtype, result.load_seconds = session.dtype, session.load_seconds
-        result.checks = run_checks(session, family, template, step)
+        result.checks = run_checks(session, family, template, step, variant)

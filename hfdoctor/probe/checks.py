@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from hfdoctor.lineage import TURN_END_MARKERS
 from hfdoctor.probe.session import Generation, Session
-from hfdoctor.registry import Family
+from hfdoctor.registry import Family, Variant
 
 # A question every chat model can answer in a few tokens; the fixtures were trained on it.
 QUESTION = "What is 2 plus 3?"
@@ -57,18 +57,20 @@ class ThinkingSupport:
     off_reason: str | None  # None: think-off applies
 
 
-def thinking_support(session: Session, family: Family | None, template: str | None) -> ThinkingSupport:
+def thinking_support(session: Session, family: Family | None, template: str | None,
+                     variant: Variant | None = None) -> ThinkingSupport:
     open_id, close_id = session.single_token_id(THINK_OPEN), session.single_token_id(THINK_CLOSE)
-    if family is not None and family.thinking == "none":
-        reason = f"the {family.display} family does not think (hfdoctor's family registry)"
+    thinking = variant.thinking if variant is not None else None
+    if thinking == "none":
+        reason = f"{variant.display} does not think (hfdoctor's family registry)"
         return ThinkingSupport(open_id, close_id, reason, reason)
     if open_id is None or close_id is None:
         reason = f"the vocabulary has no single {THINK_OPEN} / {THINK_CLOSE} token: this model does not think in tags"
         return ThinkingSupport(open_id, close_id, reason, reason)
     off_reason = None
-    if family is not None and family.thinking == "always":
-        off_reason = f"the {family.display} family always thinks: there is no off switch to test"
-    elif family is None and "enable_thinking" not in (template or ""):
+    if thinking == "always":
+        off_reason = f"{variant.display} always thinks: there is no off switch to test"
+    elif thinking is None and "enable_thinking" not in (template or ""):
         off_reason = "the chat template has no enable_thinking switch (and the family is unknown)"
     return ThinkingSupport(open_id, close_id, None, off_reason)
 
@@ -152,9 +154,9 @@ def deterministic(session: Session, first: Generation, again: Generation, batche
 
 
 def run_checks(session: Session, family: Family | None, template: str | None,
-               step: Callable[[str], None] = lambda _: None) -> list[CheckResult]:
+               step: Callable[[str], None] = lambda _: None, variant: Variant | None = None) -> list[CheckResult]:
     messages = [{"role": "user", "content": QUESTION}]
-    support = thinking_support(session, family, template)
+    support = thinking_support(session, family, template, variant)
     end_of_turn = TURN_END_MARKERS | set(family.end_of_turn if family else ())
     results: list[CheckResult] = []
     replies: list[tuple[str, Generation]] = []

@@ -20,12 +20,7 @@ def _location(target: str, file: str | None, line: int | None) -> str:
 
 def write_text(reports: list[Report], console: Console) -> None:
     for report in reports:
-        lin = report.lineage or {}
-        family = lin.get("family") or "unknown"
-        base = lin.get("base_model") or "unknown"
-        evidence = ", ".join(lin.get("evidence") or []) or "none"
-        console.print(f"[bold]{escape(report.target)}[/bold]  lineage: [bold]{escape(family)}[/bold], "
-                      f"base model {escape(base)} (evidence: {escape(evidence)})")
+        console.print(f"[bold]{escape(report.target)}[/bold]  lineage: {lineage_text(report.lineage or {})}")
         for section, body in report.sections.items():
             write_section(console, section, body)
         for f in report.findings:
@@ -43,6 +38,17 @@ def write_text(reports: list[Report], console: Console) -> None:
                           f"{s['fixable']} fixable with `hfdoctor fix`")
         else:
             console.print("[green]no findings[/green]")
+
+
+def lineage_text(lin: dict[str, Any]) -> str:
+    """'qwen3 (hybrid), base model Qwen/Qwen3-8B, confidence high (evidence: config, tokenizer)'."""
+    if not lin.get("family"):
+        arch = f"{lin['architecture']} architecture, " if lin.get("architecture") else ""
+        return f"[bold]{arch}family unknown[/bold] (no tokenizer or other evidence names a known family)"
+    family = lin["family"] + (f" ({lin['variant']})" if lin.get("variant") else "")
+    evidence = ", ".join(lin.get("evidence") or []) or "none"
+    return (f"[bold]{escape(family)}[/bold], base model {escape(lin.get('base_model') or 'unknown')}, "
+            f"confidence {lin.get('confidence', 'unknown')} (evidence: {escape(evidence)})")
 
 
 def write_section(console: Console, name: str, body: Any) -> None:

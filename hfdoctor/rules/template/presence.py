@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor import registry
 from hfdoctor.edits.json_edits import json_set_value
 from hfdoctor.edits.template_edits import missing_template_fix
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
@@ -30,9 +29,12 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     generation config stops on one, its card says so (tags, base_model), or its family
     only ships chat models. A base model without a template is not reported.
 
-    Fix (safe): insert the canonical template of the detected base model, taken from
-    upstream (--upstream, HFDOCTOR_UPSTREAM, the HF cache, or the Hub) and verified
-    against the sha256 pinned in hfdoctor's registry.
+    Fix (safe): insert the canonical template of the detected family variant: the text
+    hfdoctor ships (upstream_templates/templates/, verified against the sha256 its
+    registry pins), or the one in --upstream DIR / HFDOCTOR_UPSTREAM when given. Offered
+    only when the evidence names the variant with at least medium confidence (the
+    tokenizer, or the exact dimensions of a release); the planner then refuses it if the
+    re-check finds the inserted template's markers are not tokens of this vocabulary.
     """
     if repo.chat_templates:
         return
@@ -41,11 +43,10 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if "tokenizer_config.json" in repo.problems or "chat_template.json" in repo.problems:
         return  # file-unreadable already says why no template could be read
     lineage = lineage_mod.detect(repo)
-    fam = registry.family(lineage.family)
-    reasons = lineage_mod.chat_evidence(repo, fam)
+    reasons = lineage_mod.chat_evidence(repo, lineage.family_ref, lineage.variant_ref)
     if not reasons:
         return
-    fix, fix_note = _template_fix(repo, fam)
+    fix, fix_note = _template_fix(repo, lineage)
     target = "tokenizer_config.json" if repo.tokenizer_config is not None else None
     yield self.finding(
         repo,
@@ -58,10 +59,17 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     )
 
 
-def _template_fix(repo: ModelRepo, fam: registry.Family | None) -> tuple[Fix | None, str]:
+def _template_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> tuple[Fix | None, str]:
+    fam, variant = lineage.family_ref, lineage.variant_ref
     if fam is None:
-        return None, "Add the template of the model this checkpoint was trained from."
-    return missing_template_fix(repo, fam)
+        where = f" ({lineage.architecture} architecture, family unknown)" if lineage.architecture else ""
+        return None, f"Add the template of the model this checkpoint was trained from{where}."
+    if variant is None:
+        names = ", ".join(v.display for v in fam.variants)
+        return None, f"Add the template of the {fam.display} release it was trained from ({names}: the evidence does not say which)."
+    if not lineage.certain:
+        return None, f"Add the {variant.display} template (no automatic fix: the family is only suggested by {', '.join(lineage.evidence)})."
+    return missing_template_fix(repo, variant)
 
 
 @rule("TPL002", "chat-template-conflict", Severity.WARNING)

@@ -7,7 +7,6 @@ import os
 from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor import registry
 from hfdoctor.chat import capabilities, corpus
 from hfdoctor.edits.template_edits import upstream_replacement
 from hfdoctor.findings import Finding, Severity
@@ -138,7 +137,10 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A hybrid-thinking family whose template ignores `enable_thinking` (or the toggle changes nothing).
 
-    Hybrid families (Qwen3, SmolLM3, DeepSeek V3.1: registry `thinking: hybrid`) switch
+    Only when the evidence names a hybrid variant: Qwen3's hybrid releases (not its
+    Instruct-2507, Thinking-2507 or Coder releases, which never switch), SmolLM3, DeepSeek
+    V3.1, GLM-4.5/4.6. A checkpoint whose variant is unknown (a 30B-A3B config with no card
+    and its own template could be hybrid or Instruct-2507) is not judged. Hybrid variants switch
     reasoning per request with a template kwarg: clients send
     `chat_template_kwargs={"enable_thinking": false}` (vLLM, SGLang) or call
     apply_chat_template(..., enable_thinking=False). The template must read it and render
@@ -147,7 +149,7 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Why: when the kwarg is ignored, "thinking off" silently does nothing: the model
     thinks anyway (slower, costlier, `<think>` blocks in answers), or can never think.
 
-    Fix (unsafe): replace the template with the family's upstream template; unsafe
+    Fix (unsafe): replace the template with the variant's upstream template; unsafe
     because any local edits to the template are lost.
     """
 
@@ -155,8 +157,8 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if found is None:
         return
     source, analysis = found
-    fam = registry.family(lineage_mod.detect(repo).family)
-    if fam is None or fam.thinking != "hybrid":
+    variant = lineage_mod.detect(repo).variant_ref
+    if variant is None or variant.thinking != "hybrid":
         return
     toggles = capabilities.thinking_toggles(analysis)
     if any(t.effective for t in toggles):
@@ -165,10 +167,11 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         what = " and ".join(f"{t.kwarg}=True and {t.kwarg}=False" for t in toggles) + " render the same prompt"
     else:
         what = "the template never reads enable_thinking"
-    fix, note = upstream_replacement(repo, source, fam, f"replace the template with the upstream {fam.display} one")
+    fix, note = upstream_replacement(repo, source, variant,
+                                     f"replace the template with the upstream {variant.display} one")
     yield self.finding(
         repo,
-        f"{fam.display} is a hybrid-thinking family, but {what}: requests that switch thinking off "
+        f"{variant.display} is a hybrid-thinking model, but {what}: requests that switch thinking off "
         "(chat_template_kwargs={'enable_thinking': False}) are silently ignored, so the model thinks anyway or "
         f"never does. {note}",
         file=source.file, pointer=source.pointer, fix=fix,

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor import registry
 from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.analysis import analyze
 from hfdoctor.chat.renders import has_generation_tag
@@ -174,9 +173,12 @@ def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendered output differs from the upstream family template on standard conversations.
 
-    The family comes from lineage detection; its canonical template from upstream
-    (--upstream, HFDOCTOR_UPSTREAM, the HF cache, the Hub), verified against the sha256
-    pinned in hfdoctor's registry. Both templates render the same conversations with
+    The family and variant come from lineage detection (the tokenizer decides the family;
+    a template of an unknown family is never compared). When the variant is unknown
+    (Qwen3's hybrid and Instruct-2507 releases share their dimensions), the template is
+    compared with every variant's and reported only when it matches none. The canonical
+    texts ship with hfdoctor, verified against the sha256 its registry pins (--upstream
+    DIR overrides them). Both templates render the same conversations with
     this repo's special tokens and the outputs are compared (not the template source:
     a reformatted template that renders the same is not drift). Whitespace-only
     differences are reported as such, at info. When upstream cannot be found, an info
@@ -189,29 +191,45 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: a Qwen3 fine-tune that kept the April 2025 template, which the July
     revision changed for tool calls.
 
-    Fix (unsafe): replace the template with the upstream one; unsafe because the change
-    may have been intended by the fine-tune.
+    Fix (unsafe): replace the template with the upstream one, only when the variant is
+    known with at least medium confidence; unsafe because the change may have been
+    intended by the fine-tune.
     """
 
     found = default_template(repo)
     if found is None:
         return
     source, analysis = found
-    fam = registry.family(lineage_mod.detect(repo).family)
-    if fam is None or fam.template is None or analysis.sha256 == fam.template.sha256:
+    lineage = lineage_mod.detect(repo)
+    if lineage.family_ref is None:
         return
-    lookup = canonical_template(repo.upstream, fam)
-    if lookup.text is None:
+    candidates = [lineage.variant_ref] if lineage.variant_ref else list(lineage.family_ref.variants)
+    candidates = [v for v in candidates if v.template is not None]
+    if not candidates or any(analysis.sha256 == v.template.sha256 for v in candidates):
+        return
+    compared = []
+    for variant in candidates:
+        lookup = canonical_template(repo.upstream, variant)
+        if lookup.text is None:
+            continue
+        drifts = consistency.drift(analysis, analyze(repo, lookup.text))
+        if not drifts:
+            return  # renders exactly like one of the possible upstream templates
+        compared.append((variant, lookup, drifts))
+    if not compared:
         yield self.finding(
             repo,
-            f"cannot compare with the upstream {fam.display} template: {lookup.source}.",
+            f"cannot compare with the upstream {candidates[0].display} template: "
+            f"{canonical_template(repo.upstream, candidates[0]).source}.",
             severity=Severity.INFO, file=source.file, pointer=source.pointer,
         )
         return
-    upstream = analyze(repo, lookup.text)
-    drifts = consistency.drift(analysis, upstream)
-    if not drifts:
-        return
+    variant, lookup, drifts = compared[0]
+    if len(compared) > 1:
+        others = ", ".join(v.template.repo for v, _, _ in compared[1:])
+        also = f" (nor like {others}: the evidence does not say which {lineage.family_ref.display} release this is)"
+    else:
+        also = ""
     whitespace_only = all(d.whitespace_only for d in drifts)
     first = drifts[0]
     if first.ours is None or first.theirs is None:
@@ -219,11 +237,13 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                   "other renders")
     else:
         detail = f"on {first.what}, after …{first.context!r}, this template has {first.ours!r} where upstream has {first.theirs!r}"
-    fix = replace_template_fix(repo, source, lookup.text, f"replace the template with the upstream {fam.template.repo} one")
+    fix = None
+    if lineage.variant_ref is variant and lineage.certain:
+        fix = replace_template_fix(repo, source, lookup.text, f"replace the template with the upstream {variant.template.repo} one")
     yield self.finding(
         repo,
         f"the chat template renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations "
-        f"differently from the upstream {fam.template.repo} template"
+        f"differently from the upstream {variant.template.repo} template{also}"
         + (" (whitespace only)" if whitespace_only else "")
         + f": {detail}. The weights were trained on the upstream format; unless this fine-tune was retrained on its "
         "own template, it is served prompts it never saw.",

