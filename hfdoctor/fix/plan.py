@@ -1,22 +1,25 @@
 """Planning a fix: check, apply fixes in memory, check again, until nothing more applies.
 
-`plan_fixes` takes the fixes of the findings (safe ones unless --unsafe-fixes), applies
-those whose edits do not overlap, and checks again on the patched text, round after
-round (a fix can reveal another finding: a new template shows that eos lacks its
-end-of-turn id). Nothing is written while planning: the Plan holds the new bytes of
-each file and the report `check` will give once they are written.
+`plan_fixes` takes the fixes of the findings (safe ones unless --unsafe-fixes) one by
+one: each is applied to the patched text on trial and the repo checked again; a fix
+after which a file it writes has a new finding at or above the one it fixes is refused
+(`_made_worse`). Round after round, because a fix can reveal another finding (a new
+template shows that eos lacks its end-of-turn id). Nothing is written while planning:
+the Plan holds the new bytes of each file and the report `check` will give once they
+are written.
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from hfdoctor.check import check_repo
-from hfdoctor.edits.apply import EditConflict, apply_edits, disjoint
-from hfdoctor.findings import Applicability, Edit, Finding, Fix, Report
+from hfdoctor.edits.apply import apply_edits
+from hfdoctor.findings import Applicability, Finding, Fix, Report
 from hfdoctor.fix.write import UnsafeWrite, writable_path
 from hfdoctor.repo import ModelRepo
 from hfdoctor.upstream import Upstream
@@ -74,13 +77,14 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
     applied: list[Finding] = []
     refused: list[str] = []
     internal: list[str] = []
-    # A fix applied once and offered again did not make its finding go away: not twice.
+    # A fix applied once (or refused) and offered again: not twice.
     done: set[tuple] = set()
     repo, report = check(changed)
     before = report
     for _ in range(MAX_PASSES):
         internal.extend(e for e in report.internal_errors if e not in internal)
-        taken: dict[str, list[Edit]] = {}
+        current = report  # what check says of `changed` as it stands
+        touched: set[str] = set()  # files changed this round: fixes computed before are stale there
         for finding in report.findings:
             fix = finding.fix
             if fix is None or (fix.applicability is Applicability.UNSAFE and not unsafe_fixes):
@@ -88,28 +92,59 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
             key = (finding.code, finding.file, fix.title)
             if key in done:
                 continue
+            files = {edit.file for edit in fix.edits}
+            if files & touched:
+                continue  # offered again next round, computed on the new text
             reason = _refusal(root, repo, fix)
+            trial: dict[str, bytes] = {}
+            if reason is None:
+                trial = dict(changed)
+                for rel in files:
+                    edits = [e for e in fix.edits if e.file == rel]
+                    base = b"" if any(e.create for e in edits) else (repo.raw(rel) or b"")
+                    trial[rel] = apply_edits(base, edits)
+                trial_repo, trial_report = check(trial)
+                reason = _made_worse(current, trial_report, finding, files)
+            done.add(key)
             if reason:
                 refused.append(f"{finding.code} {finding.rule}: {reason}")
-                done.add(key)
                 continue
-            if _overlaps(taken, fix):
-                continue  # offered again next round, computed on the new text
-            for edit in fix.edits:
-                taken.setdefault(edit.file, []).append(edit)
+            for rel in files:
+                if rel not in original:
+                    original[rel] = repo.raw(rel) if repo.exists(rel) else None
+            changed, current = trial, trial_report
             applied.append(finding)
-            done.add(key)
-        if not taken:
+            touched |= files
+        if not touched:
             break
-        for rel, edits in taken.items():
-            if rel not in original:
-                original[rel] = repo.raw(rel) if repo.exists(rel) else None
-            base = b"" if any(e.create for e in edits) else (repo.raw(rel) or b"")
-            changed[rel] = apply_edits(base, edits)
         repo, report = check(changed)  # what is left, and what the new text reveals
     internal.extend(e for e in report.internal_errors if e not in internal)
     changed = {rel: data for rel, data in changed.items() if data != original.get(rel)}
     return Plan(root, before, report, {rel: original[rel] for rel in changed}, changed, applied, refused, internal)
+
+
+def _made_worse(before: Report, after: Report, fixed: Finding, files: set[str]) -> str | None:
+    """Why applying a fix makes what it writes worse, or None.
+
+    A fix is refused when, once applied, the re-check finds in a file the fix writes a
+    finding it did not find before at or above the severity of the finding it fixes: a
+    template whose markers are not tokens of this vocabulary, an eos id the tokenizer
+    lacks. So no fix can trade a problem for a worse one, whichever rule offered it, even
+    when the evidence behind it was wrong. Findings it reveals elsewhere (a new template
+    shows that generation_config.json lacks its end-of-turn id) are not its doing.
+    """
+    def key(f: Finding) -> tuple:
+        return (f.code, f.file)
+
+    seen = Counter(key(f) for f in before.findings)
+    for finding in after.findings:
+        if seen[key(finding)] > 0:
+            seen[key(finding)] -= 1
+            continue
+        if finding.file in files and finding.severity >= fixed.severity:
+            return (f"refused: after it, {finding.file} would have {finding.severity} {finding.code} {finding.rule} "
+                    f"({finding.message[:160]}{'…' if len(finding.message) > 160 else ''})")
+    return None
 
 
 def _refusal(root: Path, repo: ModelRepo, fix: Fix) -> str | None:
@@ -124,13 +159,3 @@ def _refusal(root: Path, repo: ModelRepo, fix: Fix) -> str | None:
         if not edit.create and repo.raw(edit.file) is None:
             return f"{edit.file} cannot be read"
     return None
-
-
-def _overlaps(taken: dict[str, list[Edit]], fix: Fix) -> bool:
-    """Whether `fix` collides with edits already taken this round."""
-    for rel in {edit.file for edit in fix.edits}:
-        try:
-            disjoint(taken.get(rel, []) + [edit for edit in fix.edits if edit.file == rel])
-        except EditConflict:
-            return True
-    return False
