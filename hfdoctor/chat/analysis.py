@@ -17,10 +17,11 @@ template emits, prefix stability under continuation, and train/inference agreeme
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import signal
 import weakref
-from functools import partial
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Callable
 
 from hfdoctor import registry
@@ -246,7 +247,9 @@ def special_tokens_for_render(repo: "ModelRepo") -> dict[str, str]:
     bos/eos/unk/sep/pad/cls/mask from tokenizer_config.json, plus its other `*_token`
     strings and `extra_special_tokens` names (model-specific tokens such as
     image_token). special_tokens_map.json is read as transformers 5 reads it: only when
-    tokenizer_config.json has no added_tokens_decoder, and then it wins.
+    tokenizer_config.json has no added_tokens_decoder, and then it wins. A name neither
+    file mentions takes the tokenizer class's default (upstream_templates/
+    tokenizer_defaults.json, generated from transformers).
     """
     config = repo.tokenizer_config or {}
     tokens: dict[str, str] = {}
@@ -263,9 +266,31 @@ def special_tokens_for_render(repo: "ModelRepo") -> dict[str, str]:
             content = token_content(value)
             if content is not None:
                 tokens[str(key)] = content
+    special_map = repo.special_tokens_map or {}
     if "added_tokens_decoder" not in config:
-        for key, value in (repo.special_tokens_map or {}).items():
+        for key, value in special_map.items():
             content = token_content(value)
             if content is not None and (key in SPECIAL_TOKEN_NAMES or key.endswith("_token")):
                 tokens[key] = content
+    # A name the files do not mention at all gets the tokenizer class's default, as the
+    # class's __init__ gives it (an explicit null stays unset).
+    for key, value in tokenizer_class_defaults(config.get("tokenizer_class")).items():
+        if key not in config and key not in special_map and key not in tokens:
+            tokens[key] = value
     return tokens
+
+
+@lru_cache(maxsize=1)
+def _class_defaults() -> dict[str, dict[str, str]]:
+    try:
+        return json.loads(registry.data_file("tokenizer_defaults.json").read_text(encoding="utf-8"))["classes"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def tokenizer_class_defaults(name: object) -> dict[str, str]:
+    """The special tokens transformers' tokenizer class `name` defaults to (GemmaTokenizer:
+    <bos>, <eos>, <unk>, <pad>...); {} for an unknown class. `XTokenizerFast` is X's."""
+    if not isinstance(name, str):
+        return {}
+    return dict(_class_defaults().get(name.removesuffix("Fast"), {}))

@@ -56,6 +56,25 @@ def typed_content(analysis: TemplateAnalysis) -> str:
     return status
 
 
+def needs_content_parts(analysis: TemplateAnalysis) -> bool:
+    """The template renders OpenAI content parts (`[{"type": "text", "text": ...}]`) but
+    crashes on, or drops, plain string content: vision templates that loop over
+    `message.content`. vLLM and SGLang detect this ("openai" content format) and pass parts,
+    so it is how the template is meant to be called, not a crash users meet."""
+    typed = analysis.rendered("typed_content", True)
+    if typed is None or corpus.USER_1 not in typed or corpus.TYPED_NEEDLE not in typed:
+        return False
+    plain = analysis.outcome("user", True)
+    return plain is not None and (plain.error is not None or corpus.USER_1 not in (plain.text or ""))
+
+
+def content_format(analysis: TemplateAnalysis) -> str:
+    if needs_content_parts(analysis):
+        return "OpenAI content parts only (string content crashes or is dropped)"
+    plain = analysis.rendered("user", True)
+    return "string" if plain is not None and corpus.USER_1 in plain else "unknown"
+
+
 def reasoning(analysis: TemplateAnalysis) -> str:
     last = _status(analysis, "reasoning_reply", False, corpus.THINK_NEEDLE)
     history = _status(analysis, "reasoning_history", True, corpus.THINK_NEEDLE)
@@ -124,6 +143,7 @@ def capabilities(analysis: TemplateAnalysis) -> dict[str, Any]:
         "tool_call_arguments": tool_call_arguments(analysis),
         "tool_responses": _status(analysis, "tool_result", True, corpus.RESULT_NEEDLE),
         "parallel_tool_calls": parallel_status,
+        "content_format": content_format(analysis),
         "typed_content": typed_content(analysis),
         "reasoning": reasoning(analysis),
         "thinking_toggle": thinking_toggle_summary(analysis),

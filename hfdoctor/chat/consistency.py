@@ -1,8 +1,8 @@
 """Do renders agree with each other the way serving and training assume?
 
-- prefix stability (TRL's is_chat_template_prefix_preserving, in tokens): a finished
-  conversation must be a token prefix of the same conversation one turn later, or
-  servers cannot reuse the prompt/KV cache of the previous turn;
+- prefix stability (in tokens, like TRL's is_chat_template_prefix_preserving, but of what
+  a server cached): the next request must start with the served generation prompt and
+  what the model wrote after it, or servers cannot reuse the KV cache of the last turn;
 - train/inference agreement: the full render of a conversation must equal its
   generation prompt + the reply + end of turn, or a model fine-tuned on full renders
   learns a prompt it is never served;
@@ -42,17 +42,13 @@ class Divergence:
 
 
 def _reason(earlier: str, later: str, at: int) -> str:
+    """Why the next request parts from what was served at character `at` of the prompt."""
     gone = earlier[at:]
-    if corpus.THINK_NEEDLE in gone and corpus.THINK_NEEDLE not in later:
-        return "the reasoning of earlier turns is dropped once a new turn starts"
     if "think" in gone[:60].lower() and "think" not in later[at:at + 60].lower():
-        return "the (empty) thinking block of the last assistant turn is dropped once it is no longer the last"
-    if later.startswith(earlier):
-        return ("the text is a prefix, but the tokens at the boundary merge differently once the next turn "
-                "is appended")
+        return "the (empty) thinking block the generation prompt pre-fills is not kept in the history"
     if gone.strip() == "" or later[at:].startswith(gone.strip()):
         return "whitespace at the end of the turn changes"
-    return "earlier turns render differently once the conversation continues"
+    return "the earlier turn renders differently once the conversation continues"
 
 
 @dataclass(frozen=True)
@@ -104,11 +100,14 @@ class Vocabulary:
 
 
 def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
-                      vocabulary: Vocabulary | None = None) -> Divergence | None:
-    """None when render(before) is a token prefix of render(after, next request)."""
+                      vocabulary: Vocabulary | None = None, mode: dict[str, Any] | None = None) -> Divergence | None:
+    """None when the next request starts with what the server cached: the served prompt,
+    then what the model wrote (its reasoning, if it reasoned, then its reply or tool call).
+    Compared in tokens where a boundary is not an added token."""
     vocabulary = vocabulary or Vocabulary()
-    earlier = analysis.rendered(scenario.before, False)
-    later = analysis.rendered(scenario.after, True)
+    mode = mode or {}
+    earlier = analysis.rendered(scenario.prompt, True, **mode)
+    later = analysis.rendered(scenario.after, True, **mode)
     if earlier is None or later is None:
         return None
     if not later.startswith(earlier):
@@ -116,6 +115,24 @@ def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
         at = min(vocabulary.token_start(earlier, at), vocabulary.token_start(later, at))
         return Divergence(scenario, "character", at, vocabulary.piece_at(earlier, at), vocabulary.piece_at(later, at),
                           earlier[max(0, at - CONTEXT_CHARS):at], _reason(earlier, later, at))
+    written = later[len(earlier):]
+    output_at = written.find(scenario.output)
+    if output_at < 0:
+        return None  # the turn is not rendered back at all: nothing to judge
+    reasons_in_tags = corpus.THINK_NEEDLE in (analysis.rendered("reasoning_reply", False) or "")
+    if scenario.reasoning and reasons_in_tags and corpus.THINK_NEEDLE not in written[:output_at]:
+        at = len(earlier)
+        return Divergence(scenario, "character", at, "(the model's reasoning)", vocabulary.piece_at(later, at),
+                          earlier[max(0, at - CONTEXT_CHARS):],
+                          "the reasoning of earlier turns is dropped once a new turn starts")
+    # Where the model's turn ends: the finished conversation (its end-of-turn included, as
+    # the model emits it), when that is how the next request goes on; else right after what
+    # the model wrote (templates that always append a turn opener, or drop reasoning).
+    finished = analysis.rendered(scenario.finished, False, **mode)
+    if finished is not None and finished.startswith(earlier) and later.startswith(finished):
+        earlier = finished
+    else:
+        earlier = later[:len(earlier) + output_at + len(scenario.output)]
     if vocabulary.boundary_is_safe(earlier, later):
         return None
     tokenizer = vocabulary.load() if vocabulary.load is not None else None
@@ -128,7 +145,9 @@ def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
     i = next((k for k, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), min(len(a.ids), len(b.ids)))
     at = a.offsets[i][0] if i < len(a.offsets) else len(earlier)
     return Divergence(scenario, "token", i, _token_text(tokenizer, a.ids, i), _token_text(tokenizer, b.ids, i),
-                      earlier[max(0, at - CONTEXT_CHARS):at], _reason(earlier, later, at))
+                      earlier[max(0, at - CONTEXT_CHARS):at],
+                      "the text is a prefix, but the tokens at the boundary merge differently once the next turn "
+                      "is appended")
 
 
 def _token_text(tokenizer: Any, ids: list[int], i: int) -> str:
@@ -166,8 +185,8 @@ def completion_mismatch(analysis: TemplateAnalysis, scenario: corpus.Completion,
     """
     prompt = analysis.rendered(scenario.prompt, True, **mode)
     full = analysis.rendered(scenario.full, False, **mode)
-    if prompt is None or full is None:
-        return None
+    if prompt is None or full is None or scenario.reply not in full:
+        return None  # a render failed, or string content is not rendered at all (parts-only templates)
     if full.startswith(prompt):
         at = full.find(scenario.reply, len(prompt))
         if at < 0:
@@ -176,7 +195,8 @@ def completion_mismatch(analysis: TemplateAnalysis, scenario: corpus.Completion,
         between = full[len(prompt):at]
         if between.strip() == "":  # " " before the reply: SentencePiece's own word boundary
             return None
-        empty_thinking = EMPTY_THINKING.search(between) is not None
+        # The block may open in the generation prompt and close in the full render.
+        empty_thinking = EMPTY_THINKING.search(prompt[-CONTEXT_CHARS:] + between) is not None
         history = analysis.rendered("multi_turn_reply", False, **mode) or ""
         if not empty_thinking and between + corpus.ASSISTANT_1 in history:
             return None

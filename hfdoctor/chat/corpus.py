@@ -190,19 +190,28 @@ def variants() -> Iterator[tuple[Conversation, bool, dict[str, Any]]]:
 
 @dataclass(frozen=True)
 class Continuation:
-    """A conversation and the same conversation one turn later (prompt-cache reuse)."""
+    """A served turn and the next request (prompt-cache reuse).
+
+    A server's cache after a turn holds the generation prompt and what the model wrote
+    (its reasoning, then `output`); the next request renders that turn as history.
+    """
 
     name: str
     what: str
-    before: str  # corpus name, rendered as a finished conversation
-    after: str  # corpus name: `before` plus one more turn, rendered as the next request
+    prompt: str  # corpus name, rendered with add_generation_prompt=True: what was served
+    finished: str  # corpus name: the prompt's conversation with the model's turn, as training data shows it
+    after: str  # corpus name: that conversation with the model's turn and one more message
+    output: str  # a needle of what the model wrote, as the next request shows it
+    reasoning: bool = False  # the model reasoned before writing `output`
 
 
 CONTINUATIONS: tuple[Continuation, ...] = (
-    Continuation("multi-turn", "a reply followed by the next user message", "reply", "multi_turn"),
+    Continuation("multi-turn", "a reply followed by the next user message", "user", "reply", "multi_turn",
+                 ASSISTANT_1),
     Continuation("reasoning", "a reply with reasoning followed by the next user message",
-                 "reasoning_reply", "reasoning_history"),
-    Continuation("tool-call", "a tool call followed by its result", "tool_call", "tool_result"),
+                 "user", "reasoning_reply", "reasoning_history", ASSISTANT_1, reasoning=True),
+    Continuation("tool-call", "a tool call followed by its result", "tools_available", "tool_call", "tool_result",
+                 ARGUMENT_VALUE),
 )
 
 

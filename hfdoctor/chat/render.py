@@ -193,22 +193,52 @@ def template_variables(source: str) -> frozenset[str]:
 
 @lru_cache(maxsize=64)
 def _assigned_and_probed(source: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Names the template assigns itself, and names it probes (`is defined`, `| default`)."""
+    """Names the template defines itself (assignments, loop targets, macros and their
+    parameters), and the names it probes (`is defined`, `| default`) that are not locals
+    of the loop or macro the probe is in.
+
+    A probe of a macro's own parameter or loop variable (Qwen3.5's `content`), or of a
+    value the same loop or macro set on an earlier line (EXAONE's `reasoning_content`),
+    tests a local; a probe before any such assignment is the "default unless passed"
+    idiom (gpt-oss's `reasoning_effort`, inside a macro) and tests a caller kwarg.
+    """
+    nodes = jinja2.nodes
     ast = parse_template(source)
-    assigned = {n.name for n in ast.find_all(jinja2.nodes.Name) if n.ctx in ("store", "param")}
-    probed = {t.node.name for t in ast.find_all(jinja2.nodes.Test)
-              if t.name in ("defined", "undefined", "none") and isinstance(t.node, jinja2.nodes.Name)}
-    probed |= {f.node.name for f in ast.find_all(jinja2.nodes.Filter)
-               if f.name in ("default", "d") and isinstance(f.node, jinja2.nodes.Name)}
+    assigned = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    assigned |= {m.name for m in ast.find_all(nodes.Macro)}
+    probed: set[str] = set()
+    Scope = list[tuple[set[str], list[tuple[str, int]]]]  # (parameters, stores with their line)
+
+    def visit(node: jinja2.nodes.Node, scopes: Scope) -> None:
+        if isinstance(node, (nodes.For, nodes.Macro, nodes.CallBlock)):
+            params = {n.name for n in node.find_all(nodes.Name) if n.ctx == "param"}
+            if isinstance(node, nodes.For):
+                params |= {n.name for n in node.target.find_all(nodes.Name)} | (
+                    {node.target.name} if isinstance(node.target, nodes.Name) else set())
+            stores = [(n.name, n.lineno) for n in node.find_all(nodes.Name) if n.ctx == "store"]
+            scopes = [*scopes, (params, stores)]
+        probe = None
+        if isinstance(node, nodes.Test) and node.name in ("defined", "undefined", "none"):
+            probe = node.node
+        elif isinstance(node, nodes.Filter) and node.name in ("default", "d"):
+            probe = node.node
+        if isinstance(probe, nodes.Name) and not any(
+                probe.name in params or any(name == probe.name and line < probe.lineno for name, line in stores)
+                for params, stores in scopes):
+            probed.add(probe.name)
+        for child in node.iter_child_nodes():
+            visit(child, scopes)
+
+    visit(ast, [])
     return frozenset(assigned), frozenset(probed)
 
 
 def template_kwargs(source: str, special_token_names: Any = SPECIAL_TOKEN_NAMES) -> frozenset[str]:
     """The caller kwargs a template reads: its variables minus what is always passed.
 
-    A name the template assigns itself (`{% set content = ... %}` read in another
-    scope) is a local, not a kwarg, unless the template also probes it with
-    `is defined` or `| default` (Llama 3.1's `date_string`).
+    A name the template defines itself (`{% set content = ... %}` read in another scope,
+    a macro, a loop variable) is a local, not a kwarg, unless the template also probes it
+    at its top level with `is defined` or `| default` (Llama 3.1's `date_string`).
     """
     standard = set(PASSED_VARIABLES) | set(SPECIAL_TOKEN_NAMES) | set(special_token_names) | GLOBAL_NAMES
     assigned, probed = _assigned_and_probed(source)

@@ -4,6 +4,13 @@ The template analysis renders a conversation whose last message is an assistant 
 carrying a needle string; we read what the template writes right after the needle.
 The first token there is what the model was trained to emit when it is done talking;
 serving stacks stop generation only if that id is an eos id in generation_config.json.
+
+Only a control token (an added or special token of the tokenizer) can end a turn: a
+template that writes plain text after the reply (`\n`, `<`, `[`) gives no token to stop
+on, and that is said as such, never turned into a stop id. Harmony templates (gpt-oss:
+`<|channel|>` in their renders) are different: `<|end|>` closes every message, the
+reasoning channel included, and generation ends on `<|return|>` (the answer) or
+`<|call|>` (a tool call).
 """
 
 from __future__ import annotations
@@ -14,35 +21,30 @@ from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import analyze, special_tokens_for_render
 from hfdoctor.repo import ModelRepo
 
-__all__ = ["EndOfTurn", "end_of_turn", "first_token", "text_after_reply"]
+__all__ = ["EndOfTurn", "end_of_turn", "control_token_at", "text_after_reply", "HARMONY_STOPS"]
+
+# What harmony generation stops on; <|end|> must not be one (it ends the analysis channel too).
+HARMONY_STOPS = ("<|return|>", "<|call|>")
+HARMONY_MARKER = "<|channel|>"
 
 
 @dataclass(frozen=True)
 class EndOfTurn:
-    token: str
+    token: str | None  # the control token that ends a turn; None: the template writes plain text there
     token_id: int | None
     context: str  # the rendered text right after the reply, for messages
+    # The tokens generation must stop on, when not just `token` (harmony).
+    stops: tuple[str, ...] = ()
 
 
-def first_token(repo: ModelRepo, text: str) -> tuple[str, int | None] | None:
-    """The first token of `text`: the longest added/special token it starts with, else
-    the tokenizer's first piece. Leading whitespace is skipped when a special token
-    follows it, since that is the marker that ends the turn (Gemma writes a newline after)."""
-    vocab = repo.vocab or {}
+def control_token_at(repo: ModelRepo, text: str) -> tuple[str, int | None] | None:
+    """The longest added/special token `text` starts with (after leading whitespace: Gemma
+    writes a newline after <end_of_turn>), or None when it starts with ordinary text."""
     specials = set(repo.added_token_strings)
     specials |= {s for s in special_tokens_for_render(repo).values() if isinstance(s, str)}
     stripped = text.lstrip()
     best = max((s for s in specials if s and stripped.startswith(s)), key=len, default=None)
-    if best is not None:
-        return best, vocab.get(best)
-    if not text:
-        return None
-    tokenizer = repo.tokenizer
-    if tokenizer is not None:
-        encoding = tokenizer.encode(text, add_special_tokens=False)
-        if encoding.ids:
-            return encoding.tokens[0], encoding.ids[0]
-    return None
+    return (best, (repo.vocab or {}).get(best)) if best is not None else None
 
 
 def text_after_reply(rendered: str | None, reply: str = corpus.ASSISTANT_1) -> str | None:
@@ -54,11 +56,18 @@ def text_after_reply(rendered: str | None, reply: str = corpus.ASSISTANT_1) -> s
 
 
 def end_of_turn(repo: ModelRepo, template_text: str) -> EndOfTurn | None:
-    """The end-of-turn token of `template_text`, or None when it cannot be told."""
-    after = text_after_reply(analyze(repo, template_text).rendered("reply", False))
+    """The end-of-turn token of `template_text`, or None when it cannot be told (the
+    reply does not render, or nothing at all follows it)."""
+    rendered = analyze(repo, template_text).rendered("reply", False)
+    after = text_after_reply(rendered)
     if after is None:
         return None
-    found = first_token(repo, after)
-    if found is None:
+    vocab = repo.vocab or {}
+    if HARMONY_MARKER in (rendered or "") and all(stop in vocab for stop in HARMONY_STOPS):
+        return EndOfTurn(HARMONY_STOPS[0], vocab[HARMONY_STOPS[0]], after[:40], HARMONY_STOPS)
+    found = control_token_at(repo, after)
+    if found is not None:
+        return EndOfTurn(found[0], found[1], after[:40])
+    if not after.strip():
         return None
-    return EndOfTurn(found[0], found[1], after[:40])
+    return EndOfTurn(None, None, after[:40])

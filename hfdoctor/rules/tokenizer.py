@@ -183,27 +183,62 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     model writes the next user turn itself, or babbles until max_tokens.
 
     How it is found: render a conversation ending with an assistant reply and take the
-    first token after the reply's text.
+    first token after the reply's text, which must be a control token (an added or
+    special token). Harmony templates (gpt-oss) are judged on their stop tokens:
+    `<|return|>` (the answer is done: error when missing) and `<|call|>` (a tool call:
+    warning), never on `<|end|>`, which also closes the reasoning channel.
+
+    When the template writes plain text after the reply (a newline, `[`, `<`), there is
+    no token to stop on: that is reported as info, with no fix (servers need a stop
+    string, or the model must emit an eos token of its own).
 
     Example: Qwen3 fine-tune whose generation_config.json has eos_token_id 151643
     (<|endoftext|>) only, while the template ends turns with <|im_end|> (151645).
 
     Fix (safe): add the end-of-turn id to generation_config.json's eos_token_id, keeping
-    the ids already there.
+    the ids already there. Only ever a control token's id.
     """
     template = repo.chat_template
     if template is None or not repo.vocab:
         return
     found = end_of_turn(repo, template.text)
-    if found is None or found.token_id is None:
+    if found is None:
+        return
+    source = repo.eos_ids_source
+    if found.token is None:
+        yield self.finding(
+            repo,
+            f"the chat template writes plain text after an assistant reply ({found.context!r}), no control token: "
+            "there is no end-of-turn id to stop generation on. Servers stop only on eos ids or configured stop "
+            "strings; make sure the model emits an eos token after its replies, or end turns with one.",
+            file=template.file, pointer=template.pointer, severity=Severity.INFO,
+        )
         return
     eos_ids = repo.eos_ids
-    if found.token_id in eos_ids:
+    names = ", ".join(f"{i} ({repo.id_to_token.get(i, '?')})" for i in eos_ids) or "nothing"
+    if found.stops:
+        for stop in found.stops:
+            stop_id = repo.token_id(stop)
+            if stop_id is None or stop_id in eos_ids:
+                continue
+            answer = stop == found.stops[0]
+            yield self.finding(
+                repo,
+                f"the chat template is harmony-style: generation must stop on {stop!r} (id {stop_id}), "
+                + ("which ends the final answer" if answer else "which ends a tool call")
+                + f", but {source} stops on {names}: "
+                + ("replies run on past the answer until max_tokens. " if answer else
+                   "after a tool call the model keeps generating instead of waiting for the result. ")
+                + f"Add {stop_id} to {source}'s eos_token_id (not <|end|>: it also closes the reasoning channel).",
+                file=source, pointer="/eos_token_id",
+                severity=self.severity if answer else Severity.WARNING,
+                fix=_add_eos_fix(repo, source, stop_id),
+            )
+        return
+    if found.token_id is None or found.token_id in eos_ids:
         return
     fam = registry.family(lineage_mod.detect(repo).family)
     chat = bool(lineage_mod.chat_evidence(repo, fam))
-    source = repo.eos_ids_source
-    names = ", ".join(f"{i} ({repo.id_to_token.get(i, '?')})" for i in eos_ids) or "nothing"
     yield self.finding(
         repo,
         f"the chat template ends each assistant turn with {found.token!r} (id {found.token_id}), but {source} "
@@ -216,7 +251,9 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
 
 def _add_eos_fix(repo: ModelRepo, source: str, token_id: int) -> Fix | None:
-    """The edit that appends `token_id` to eos_token_id."""
+    """The edit that appends `token_id` to eos_token_id, for a control token only."""
+    if repo.id_to_token.get(token_id) not in repo.added_token_strings:
+        return None  # never an ordinary piece of text as a stop id
     edit: Edit | None = json_add_to_id_list(repo, source, "/eos_token_id", token_id)
     if edit is None:
         return None

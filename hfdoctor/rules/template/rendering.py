@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from typing import TYPE_CHECKING, Iterator
 
 from hfdoctor.chat import capabilities, corpus
@@ -92,7 +93,15 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     escape attempt); warning when an optional feature (tools, reasoning) crashes. A
     template that declines a shape on purpose with raise_exception (Mistral v0.2 refusing
     a system role, Llama 3.1 refusing parallel tool calls) is its documented format: that
-    is reported as info, not as an error.
+    is reported as info, not as an error. On purpose means the template's own logic chose
+    the shape: a template that handles system prompts (it tests for the system role) but
+    raises on the standard system + user conversation with a message that does not say
+    system prompts are refused (a loop over `messages` instead of its trimmed list) has a
+    bug: error.
+
+    A template that renders OpenAI content parts but crashes on string content (vision
+    templates iterating `message.content`) is called with parts by vLLM and SGLang: the
+    `template` section says "OpenAI content parts only"; no finding.
 
     Why: a crash is an HTTP 500 for every request of that shape in vLLM, TGI, SGLang and
     `transformers serve`, and an exception in training-data pipelines.
@@ -123,11 +132,14 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
         tool_call = analysis.rendered("tool_call", False)
         if tool_call is None or corpus.ARGUMENT_VALUE not in tool_call:
             skip |= TOOL_SHAPES
+        parts_only = capabilities.needs_content_parts(analysis)
         groups: dict["RenderError", list[str]] = {}  # the same error on several shapes: one finding
         for (name, _, kwargs), outcome in analysis.renders.items():
             error = outcome.error
             if kwargs or error is None or name in skip:
                 continue
+            if parts_only and error.kind != "declined":
+                continue  # string content, which this template is never served
             if error.kind == "undefined" and error.variable in analysis.variables:
                 if not is_token_name(error.variable):
                     continue  # a missing caller kwarg: template-kwarg-crash says it
@@ -136,8 +148,19 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
             groups.setdefault(error, []).append(name)
         for error, names in groups.items():
             line = error.line
+            system = any(corpus.SYSTEM in str(corpus.conversation(n).messages) for n in names)
+            if error.kind == "declined" and system and _handles_system(source.text) \
+                    and not _refuses_system(error.message):
+                yield self.finding(
+                    repo,
+                    f"the {source.name!r} template handles system prompts, yet raises on {shapes_text(names)}: "
+                    f"{error.describe()}{quoted_line(source, line)}. That is not a declined shape but a bug (a loop "
+                    "over `messages` where the template meant the list without the system message?): every request "
+                    "with a system prompt gets an error from the server.",
+                    severity=Severity.ERROR, **location(repo, source, line),
+                )
+                continue
             if error.kind == "declined":
-                system = any(corpus.SYSTEM in str(corpus.conversation(n).messages) for n in names)
                 yield self.finding(
                     repo,
                     f"the {source.name!r} template declines {shapes_text(names)} on purpose with {error.describe()}. "
@@ -154,6 +177,17 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
                 "apply_chat_template raises." + _crash_hint(analysis, set(names), error),
                 severity=Severity.ERROR if core else Severity.WARNING, **location(repo, source, line),
             )
+
+
+def _refuses_system(message: str) -> bool:
+    """The raised message says system prompts are refused ("System role not supported")."""
+    return re.search(r"system[^.]*\b(not|no|unsupported|never|cannot)\b|\b(not|no|never|cannot|only)\b[^.]*system",
+                     message, re.IGNORECASE) is not None
+
+
+def _handles_system(text: str) -> bool:
+    """The template tests for the system role (so it means to accept one)."""
+    return re.search(r"""(role\W{1,4}(==|!=|is|in)\s*\(?\s*['"]system['"])|(['"]system['"]\s*(==|!=|in)\s*\S*role)""", text) is not None
 
 
 @rule("TPL005", "template-unknown-token", Severity.ERROR)

@@ -3,7 +3,7 @@ works, and kwargs that do not crash when absent."""
 
 from __future__ import annotations
 
-import os
+import re
 from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
@@ -27,8 +27,12 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     prompt ends after the user turn: the model writes the header itself, continues the
     user's text, or answers in the wrong role.
 
-    Not reported when the format has no assistant header (Mistral's `[/INST]` already
-    cues the reply): then the full render of a reply starts right where the prompt ends.
+    Judged from what follows the last user message, not by comparing whole prompts (a
+    template may move the system prompt into the last user turn): the markers that open an
+    assistant turn are those the full render puts between the user's message and the
+    reply and never before a user message. Not reported when the prompt already contains
+    one of them: Mistral's prompt ends with `[/INST]`, Command-A's with
+    `<|CHATBOT_TOKEN|>` (the model itself then writes `<|START_RESPONSE|>`, by design).
 
     Fix: none automatic; emit the assistant header inside `{% if add_generation_prompt %}`.
     """
@@ -41,13 +45,20 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     full = analysis.rendered("reply", False)
     if with_prompt is None or without is None or full is None or with_prompt != without:
         return
-    reply_at = full.find(corpus.ASSISTANT_1)
-    if reply_at < 0:
+    user_end, reply_at = full.find(corpus.USER_1), full.find(corpus.ASSISTANT_1)
+    prompt_at = with_prompt.rfind(corpus.USER_1)
+    if user_end < 0 or reply_at < 0 or prompt_at < 0:
         return
-    common = len(os.path.commonprefix([with_prompt, full]))
-    header = full[common:reply_at]
-    if not header.strip():
-        return
+    header = full[user_end + len(corpus.USER_1):reply_at]  # after the user's text, up to the reply
+    prompt_tail = with_prompt[prompt_at + len(corpus.USER_1):]
+    history = analysis.rendered("multi_turn", True) or ""
+    if corpus.ASSISTANT_1 in history and corpus.USER_2 in history:
+        user_side = history[history.find(corpus.ASSISTANT_1) + len(corpus.ASSISTANT_1):history.find(corpus.USER_2)]
+    else:
+        user_side = with_prompt[:prompt_at][-80:]
+    opener = [p for p in _pieces(header) if p not in _pieces(user_side)]
+    if not opener or set(opener) & set(_pieces(prompt_tail)):
+        return  # no assistant header, or the prompt already opens the assistant turn
     reads = "reads add_generation_prompt but" if "add_generation_prompt" in analysis.variables else "never reads add_generation_prompt and"
     yield self.finding(
         repo,
@@ -56,6 +67,14 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`.",
         file=source.file, pointer=source.pointer,
     )
+
+
+# Markers and words, to compare what opens an assistant turn with what opens a user turn.
+_PIECE = re.compile(r"<\|[^|<>]{1,48}\|>|<｜[^｜<>]{1,48}｜>|</?[A-Za-z_][\w:.\-]{0,30}>|\[/?[A-Z_]{2,30}\]|[A-Za-z]+")
+
+
+def _pieces(text: str) -> list[str]:
+    return _PIECE.findall(text)
 
 
 def _bos_added_by_tokenizer(repo: ModelRepo, bos: str) -> str | None:
@@ -117,7 +136,7 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     source, analysis = found
     bos = repo.special_token("bos_token")
     prompt = analysis.rendered("user", True)
-    if not bos or prompt is None or not prompt.startswith(bos):
+    if not bos or prompt is None or not prompt.lstrip().startswith(bos):  # a newline before it changes nothing
         return
     how = _bos_added_by_tokenizer(repo, bos)
     if how is None:
@@ -157,8 +176,9 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if found is None:
         return
     source, analysis = found
-    variant = lineage_mod.detect(repo).variant_ref
-    if variant is None or variant.thinking != "hybrid":
+    lineage = lineage_mod.detect(repo)
+    variant = lineage.variant_ref
+    if variant is None or variant.thinking != "hybrid" or not lineage.certain:
         return
     toggles = capabilities.thinking_toggles(analysis)
     if any(t.effective for t in toggles):

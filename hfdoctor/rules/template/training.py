@@ -24,20 +24,23 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendering of a conversation is not a prefix of the rendering of its continuation.
 
     For each scenario (a reply then the next user turn; a reply with reasoning then the
-    next turn; a tool call then its result) the finished conversation and the next
-    request are rendered and compared in TOKENS, like TRL's
-    is_chat_template_prefix_preserving: added tokens cut the text into segments that
-    tokenize independently, so the repo's tokenizer is built only when the boundary
-    between the turns is not an added token (then "\n" + "\n" merging into one token
-    is caught too). Without tokenizer files, characters are compared.
+    next turn; a tool call then its result), with each thinking kwarg the template reads,
+    what a server cached for the turn (the generation prompt, then what the model wrote:
+    its reasoning, its reply or tool call) must be how the next request starts. Compared
+    in TOKENS, like TRL's is_chat_template_prefix_preserving: added tokens cut the text
+    into segments that tokenize independently, so the repo's tokenizer is built only when
+    the boundary is not an added token (then "\n" + "\n" merging into one token is caught
+    too). Without tokenizer files, characters are compared. Text the template appends to
+    every finished conversation but the model writes itself (Command-A's turn opener) is
+    not a divergence: it is what the model generated.
 
     Why: prompt caches (vLLM automatic prefix caching, SGLang RadixAttention, llama.cpp
     cache_prompt) reuse the KV cache of the previous turn only up to the first token
     that differs; after it, the whole rest of the conversation is recomputed every turn.
     Multi-turn agents pay that on every step.
 
-    Example: Qwen3 drops the reasoning (and the empty `<think></think>`) of earlier
-    turns, by design.
+    Example: Qwen3 drops the reasoning of earlier turns, and with enable_thinking=False
+    the empty `<think></think>` its generation prompt pre-fills, by design.
 
     Fix: none automatic. When it is the family's design, nothing to do but know it;
     otherwise render earlier turns the same way whatever follows them.
@@ -49,17 +52,21 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     source, analysis = found
     vocabulary = _vocabulary(repo)
     for scenario in corpus.CONTINUATIONS:
-        div = consistency.prefix_divergence(analysis, scenario, vocabulary)
-        if div is None:
-            continue
-        where = f"token #{div.index}" if div.unit == "token" else f"character {div.index}"
-        yield self.finding(
-            repo,
-            f"{scenario.what}: the earlier rendering is not a prefix of the next request. First divergent token "
-            f"({where}, after …{div.context!r}): {div.earlier!r} becomes {div.later!r} — {div.reason}. "
-            "Prefix caches (vLLM, SGLang, llama.cpp) recompute the conversation from there on every turn.",
-            severity=Severity.WARNING, file=source.file, pointer=source.pointer,
-        )
+        found: dict[tuple, tuple[list[str], consistency.Divergence]] = {}
+        for mode in analysis.modes:
+            div = consistency.prefix_divergence(analysis, scenario, vocabulary, mode)
+            if div is not None:
+                found.setdefault((div.index, div.earlier, div.later, div.reason), ([], div))[0].append(mode_text(mode))
+        for modes, div in found.values():
+            where = f"token #{div.index}" if div.unit == "token" else f"character {div.index}"
+            yield self.finding(
+                repo,
+                f"{scenario.what} ({' / '.join(modes)}): what the server cached for the turn is not how the next "
+                f"request starts. First divergent token ({where}, after …{div.context!r}): {div.earlier!r} becomes "
+                f"{div.later!r} — {div.reason}. Prefix caches (vLLM, SGLang, llama.cpp) recompute the conversation "
+                "from there on every turn.",
+                severity=Severity.WARNING, file=source.file, pointer=source.pointer,
+            )
 
 
 def _vocabulary(repo: ModelRepo):
@@ -155,8 +162,8 @@ def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
         return
     outcome = analysis.outcome("reply", False)
-    if outcome is None or outcome.text is None:
-        return
+    if outcome is None or outcome.text is None or corpus.ASSISTANT_1 not in outcome.text:
+        return  # a template that drops string content is judged on parts, which it is served
     masked = "".join(outcome.text[a:b] for a, b in outcome.spans)
     if corpus.ASSISTANT_1 in masked and corpus.USER_1 not in masked:
         return
@@ -173,8 +180,9 @@ def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendered output differs from the upstream family template on standard conversations.
 
-    The family and variant come from lineage detection (the tokenizer decides the family;
-    a template of an unknown family is never compared). When the variant is unknown
+    The family and variant come from lineage detection, with at least medium confidence
+    (the tokenizer, or the exact dimensions of a release): a template is never compared
+    with a family that only its own markers or the card suggest. When the variant is unknown
     (Qwen3's hybrid and Instruct-2507 releases share their dimensions), the template is
     compared with every variant's and reported only when it matches none. The canonical
     texts ship with hfdoctor, verified against the sha256 its registry pins (--upstream
@@ -188,8 +196,9 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     different template is served prompts the base never saw, unless the fine-tune
     retrained on exactly the new format.
 
-    Example: a Qwen3 fine-tune that kept the April 2025 template, which the July
-    revision changed for tool calls.
+    Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
+    `<|im_start|>user`. An earlier upstream revision of the family's own template
+    (DeepSeek-R1's January template, Qwen3's April and May ones) is info, not drift.
 
     Fix (unsafe): replace the template with the upstream one, only when the variant is
     known with at least medium confidence; unsafe because the change may have been
@@ -201,8 +210,8 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     source, analysis = found
     lineage = lineage_mod.detect(repo)
-    if lineage.family_ref is None:
-        return
+    if lineage.family_ref is None or not lineage.certain:
+        return  # template markers or a card alone do not say whose format this should be
     candidates = [lineage.variant_ref] if lineage.variant_ref else list(lineage.family_ref.variants)
     candidates = [v for v in candidates if v.template is not None]
     if not candidates or any(analysis.sha256 == v.template.sha256 for v in candidates):
@@ -240,6 +249,16 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     fix = None
     if lineage.variant_ref is variant and lineage.certain:
         fix = replace_template_fix(repo, source, lookup.text, f"replace the template with the upstream {variant.template.repo} one")
+    if analysis.sha256 in variant.template_revisions:
+        # The upstream's own earlier revision: the weights know this format too.
+        yield self.finding(
+            repo,
+            f"the chat template is an earlier upstream revision of the {variant.template.repo} template; the current "
+            f"one renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations differently: "
+            f"{detail}. Update it if you want upstream's later changes.",
+            severity=Severity.INFO, file=source.file, pointer=source.pointer, fix=fix,
+        )
+        return
     yield self.finding(
         repo,
         f"the chat template renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations "
