@@ -177,3 +177,22 @@ def test_kwargs_report_names_only_what_callers_pass(tmp_path, name, kwargs):
 def test_kwargs_with_a_default_inside_a_macro_are_still_kwargs():
     report = check(UPSTREAM / "openai--gpt-oss-20b")
     assert report.sections["template"]["kwargs"] == ["builtin_tools", "model_identity", "reasoning_effort"]
+
+
+# --- must fire: broken copies of published templates ------------------------------------------------
+
+CHATML = ["axolotl/chatml", "trl/qwen2_5", "trl/qwen3", "unsloth/chatml", "unsloth/qwen25"]
+
+
+@pytest.mark.parametrize("name", CHATML)
+def test_broken_copies_of_published_templates_fire(tmp_path, name):
+    """Each published ChatML template, in a real Qwen3 repo, broken three ways."""
+    text = (CORPUS / f"{name}.jinja").read_text()
+    assert not rule(check(with_template(tmp_path / "ok", "Qwen--Qwen3-8B", text)), "template-unknown-token")
+    renamed = text.replace("<|im_start|>", "<|im_begin|>")
+    found = rule(check(with_template(tmp_path / "renamed", "Qwen--Qwen3-8B", renamed)), "template-unknown-token")
+    assert found and "'<|im_begin|>'" in found[0].message and "<|im_start|>" in found[0].message
+    truncated = text[: len(text) // 2]
+    assert rule(check(with_template(tmp_path / "cut", "Qwen--Qwen3-8B", truncated)), "chat-template-syntax-error")
+    no_prompt = text.replace("add_generation_prompt", "add_generation_prompt_never_passed")
+    assert rule(check(with_template(tmp_path / "noop", "Qwen--Qwen3-8B", no_prompt)), "generation-prompt-noop")
