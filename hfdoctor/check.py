@@ -58,7 +58,10 @@ def check_repo(
         internal.append(f"lineage crashed: {type(err).__name__}: {err}")
         lin = {"family": None, "base_model": None, "evidence": []}
     report = Report(target=target, findings=sorted(findings, key=sort_key), lineage=lin, internal_errors=internal)
-    sections = getattr(repo, "report_sections", None)
-    if sections:
-        report.sections.update(sections)
+    source = repo.source
+    if source.revision is not None:
+        report.sections["revision"] = dict(source.revision)
+    if source.kind != "directory":
+        report.sections["source"] = {"kind": source.kind, "downloaded_bytes": source.bytes_read()}
+    report.sections.update(repo.report_sections)
     return report

@@ -39,10 +39,11 @@ class OutputFormat(str, Enum):
 
 
 class CheckFormat(str, Enum):
-    """check also speaks the formats CI systems read."""
+    """check also speaks the formats CI systems read, and one report a line for catalogs."""
 
     text = "text"
     json = "json"
+    jsonl = "jsonl"
     github = "github"
     sarif = "sarif"
 
@@ -85,14 +86,17 @@ def check_selectors(selectors: list[str]) -> None:
             fail(f"no rule matches {selector!r} (see `hfdoctor rules`)")
 
 
-def resolve_target(target: str, upstream) -> str:
-    from hfdoctor.upstream import resolve_target as resolve
+def local_directory(target: str, command: str) -> str:
+    """fix and probe work on a directory on this disk (they write files, or load weights)."""
+    if os.path.isdir(target):
+        return target
+    from hfdoctor.sources.targets import REPO_ID, looks_like_path
 
-    try:
-        return resolve(target, upstream)
-    except FileNotFoundError as err:
-        fail(str(err))
-        raise  # unreachable: fail() exits
+    if REPO_ID.match(target) and not looks_like_path(target) and not os.path.exists(target):
+        fail(f"{command} works on a local directory; download {target} first "
+             f"(`hf download {target} --local-dir DIR`), or run `hfdoctor check {target}`")
+    fail(f"{target}: no such directory")
+    raise AssertionError  # fail() exits
 
 
 def version_callback(value: bool) -> None:
@@ -112,57 +116,98 @@ UPSTREAM_HELP = ("Directory of upstream model folders named <org>--<name>/ (repe
                  "consulted before the local Hugging Face cache and the Hub.")
 
 
+TARGETS_HELP = ("Checkpoint directories, Hub repo ids (ORG/NAME, ORG/NAME@REVISION), or with --git-rev the "
+                "directory of a git repository.")
+
+
 @app.command()
 def check(
-    targets: List[str] = typer.Argument(..., help="Checkpoint directories (or Hub repo ids found in the local cache)."),
+    targets: Optional[List[str]] = typer.Argument(None, help=TARGETS_HELP),
+    from_file: Optional[str] = typer.Option(None, "--from", help="Read targets from FILE, one a line ('-': stdin)."),
     output_format: CheckFormat = typer.Option(
-        CheckFormat.text, "--format", help="text, json, github (Actions annotations) or sarif (code scanning)."
+        CheckFormat.text, "--format",
+        help="text, json, jsonl (one report a line, as each target finishes), github (Actions annotations) or sarif.",
     ),
     select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules: codes, names or prefixes (comma-separated)."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules: codes, names or prefixes."),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Lowest severity that makes the exit code 1."),
     upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
+    revision: Optional[str] = typer.Option(None, "--revision", help="The revision (branch, tag, commit) of Hub targets."),
+    git_rev: Optional[str] = typer.Option(None, "--git-rev", help="Check this commit of the git repository at each target (what is pushed), not the working tree."),
+    cache: bool = typer.Option(False, "--cache", help="Store what a Hub check downloads in the HF cache, for offline checks later (check writes nothing otherwise)."),
+    timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds a Hub repository may take, all requests together."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Targets checked in parallel (0: the number of cores)."),
 ) -> None:
     """Run every static rule. Never writes; never reads tensor data."""
-    from hfdoctor.check import check_target
-    from hfdoctor.upstream import Upstream
+    from hfdoctor.survey import Options, check_many, rule_counts
 
     selects, ignores = split_list(select), split_list(ignore)
     check_selectors(selects + ignores)
-    up = Upstream.from_options(upstream)
-    reports = []
-    for target in targets:
-        path = resolve_target(target, up)
-        report = check_target(path, select=selects, ignore=ignores, upstream=up)
-        report.target = target
-        reports.append(report)
-    emit(reports, output_format)
-    raise typer.Exit(exit_code(reports, Severity.parse(fail_on.value)))
+    all_targets = list(targets or []) + read_targets(from_file)
+    if not all_targets:
+        fail("give at least one TARGET (or --from FILE)")
+    options = Options(tuple(selects), tuple(ignores), tuple(upstream or ()), revision, git_rev, cache, timeout)
+    workers = jobs or os.cpu_count() or 1
+    results: list = [None] * len(all_targets)
+    for index, result in check_many(all_targets, options, workers):
+        results[index] = result
+        stream(result, output_format)
+    emit(results, output_format)
+    if len(all_targets) > 1 and output_format in (CheckFormat.text, CheckFormat.jsonl):
+        from hfdoctor.findings import TargetError
+        from hfdoctor.report.text import write_rule_summary
+
+        console = stdout_console() if output_format is CheckFormat.text else Console(stderr=True, highlight=False)
+        write_rule_summary(rule_counts(results), len(results), sum(isinstance(r, TargetError) for r in results), console)
+    raise typer.Exit(exit_code(results, Severity.parse(fail_on.value)))
 
 
-def emit(reports, output_format: CheckFormat) -> None:
+def read_targets(from_file: Optional[str]) -> list[str]:
+    """--from FILE: one target a line; blank lines and # comments skipped."""
+    if from_file is None:
+        return []
+    try:
+        text = sys.stdin.read() if from_file == "-" else Path(from_file).read_text(encoding="utf-8")
+    except OSError as err:
+        fail(f"cannot read --from {from_file}: {err.strerror or err}")
+    lines = (line.strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def stream(result, output_format: CheckFormat) -> None:
+    """Formats that print each target as it finishes."""
+    if output_format is CheckFormat.jsonl:
+        from hfdoctor.report.json_report import write_jsonl_line
+
+        print(write_jsonl_line(result), flush=True)
+    elif output_format is CheckFormat.text:
+        from hfdoctor.report.text import write_text
+
+        write_text([result], stdout_console())
+
+
+def emit(results, output_format: CheckFormat) -> None:
+    """Formats that print once, when every target is done."""
     if output_format is CheckFormat.json:
         from hfdoctor.report.json_report import write_json
 
-        print(write_json(reports))
+        print(write_json(results))
     elif output_format is CheckFormat.github:
         from hfdoctor.report.github import write_github
 
-        print(write_github(reports))
+        print(write_github(results))
     elif output_format is CheckFormat.sarif:
         from hfdoctor.report.sarif import write_sarif
 
-        print(write_sarif(reports))
-    else:
-        from hfdoctor.report.text import write_text
-
-        write_text(reports, stdout_console())
+        print(write_sarif(results))
 
 
-def exit_code(reports, fail_on: Severity) -> int:
-    if any(r.internal_errors for r in reports):
+def exit_code(results, fail_on: Severity) -> int:
+    from hfdoctor.findings import TargetError
+
+    if any(isinstance(r, TargetError) or r.internal_errors for r in results):
         return 2
-    worst = max((r.worst() for r in reports if r.worst() is not None), default=None)
+    worst = max((r.worst() for r in results if r.worst() is not None), default=None)
     return 1 if worst is not None and worst >= fail_on else 0
 
 
@@ -184,9 +229,7 @@ def fix(
     selects, ignores = split_list(select), split_list(ignore)
     check_selectors(selects + ignores)
     up = Upstream.from_options(upstream)
-    path = resolve_target(target, up)
-    if path != target and not os.path.isdir(target):
-        fail("fix works on a local checkout only (it writes files); clone the repository first")
+    path = local_directory(target, "fix")
     code = run_fix(
         path, diff=diff, unsafe_fixes=unsafe_fixes, select=selects, ignore=ignores, upstream=up,
         fail_on=Severity.parse(fail_on.value), output_format=output_format.value, console=stdout_console(),
@@ -205,10 +248,8 @@ def probe(
 ) -> None:
     """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
     from hfdoctor.probe import run_probe
-    from hfdoctor.upstream import Upstream
 
-    up = Upstream.from_options(upstream)
-    path = resolve_target(target, up)
+    path = local_directory(target, "probe")
     code = run_probe(
         path, device=device.value, max_new_tokens=max_new_tokens, output_format=output_format.value,
         trust_remote_code=trust_remote_code, console=stdout_console(), display_target=target,

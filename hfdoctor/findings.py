@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from hfdoctor import __version__
+
 
 class Severity(enum.IntEnum):
     INFO = 1
@@ -119,3 +121,14 @@ class FixResult:
     written: bool
     diff: str | None = None  # the unified diff, when it was asked for
     errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TargetError:
+    """A target that could not be checked at all (exit 2): no such repo, no access, time out."""
+
+    target: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hfdoctor": __version__, "target": self.target, "error": self.message}

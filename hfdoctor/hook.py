@@ -32,13 +32,28 @@ def hook_script(fail_on: str) -> str:
     python = shlex.quote(sys.executable)
     return f"""#!/bin/sh
 {MARKER} (written by `hfdoctor hook install`; remove this file to uninstall)
-# Checks the checkout before every push; the push stops when findings at or above
-# --fail-on {fail_on} remain. Bypass once with `git push --no-verify`.
+# Checks each commit being pushed (git gives "<local ref> <local sha> <remote ref> <remote sha>"
+# on stdin), not the working tree: uncommitted edits neither hide a broken push nor block a
+# good one. The push stops when findings at or above --fail-on {fail_on} remain (exit 1) or
+# hfdoctor cannot check (exit 2). Bypass once with `git push --no-verify`.
 top=$(git rev-parse --show-toplevel) || exit 1
 if command -v hfdoctor >/dev/null 2>&1; then
-  exec hfdoctor check --fail-on {fail_on} "$top"
+  run() {{ hfdoctor "$@"; }}
+else
+  run() {{ {python} -m hfdoctor "$@"; }}
 fi
-exec {python} -m hfdoctor check --fail-on {fail_on} "$top"
+status=0
+while read -r local_ref local_sha remote_ref remote_sha; do
+  case "$local_sha" in
+    *[!0]*) ;;          # a commit to push
+    *) continue ;;      # a deleted ref: nothing to check
+  esac
+  echo "hfdoctor: checking $local_ref ($local_sha)" >&2
+  run check --fail-on {fail_on} --git-rev "$local_sha" "$top"
+  code=$?
+  if [ "$code" -gt "$status" ]; then status=$code; fi
+done
+exit $status
 """
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hfdoctor.registry import CanonicalTemplate, Variant, data_file
+from hfdoctor.sources.targets import hf_cache_dir
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,6 @@ class Upstream:
         if self.use_hub:
             where.append("the Hub")
         return ", ".join(where)
-
-
-def hf_cache_dir() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return Path(home) / "hub"
 
 
 def _from_cache(repo_id: str, filename: str, revision: str | None) -> Path | None:
@@ -203,40 +197,6 @@ def _canonical_template(upstream: Upstream, variant: Variant, cache_dir: str) ->
         f"the {pinned.repo} template does not ship with this hfdoctor and was not found in {upstream.describe()}"
         f"{detail}. Pass --upstream DIR (a folder holding {pinned.repo.replace('/', '--')}/) or set HFDOCTOR_UPSTREAM",
     )
-
-
-REPO_ID_SHAPE = r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$"
-# What check needs from a Hub repo: metadata, never the weights themselves.
-METADATA_PATTERNS = ["*.json", "*.jinja", "*.md", "*.txt", "*.model", "*.yaml", "additional_chat_templates/*"]
-
-
-def resolve_target(target: str, upstream: Upstream) -> str:
-    """A local directory for TARGET: itself, a Hub id's local cache snapshot, or a download.
-
-    Raises FileNotFoundError with a message for the user when nothing fits.
-    """
-    import re
-
-    if os.path.isdir(target):
-        return target
-    if os.path.exists(target):
-        raise FileNotFoundError(f"{target} is a file; give the checkpoint directory that holds it")
-    if not re.match(REPO_ID_SHAPE, target):
-        raise FileNotFoundError(f"{target}: no such directory")
-    folder = hf_cache_dir() / ("models--" + target.replace("/", "--"))
-    ref = folder / "refs" / "main"
-    if ref.is_file():
-        snapshot = folder / "snapshots" / ref.read_text().strip()
-        if snapshot.is_dir():
-            return str(snapshot)
-    if upstream.use_hub:
-        try:
-            from huggingface_hub import snapshot_download
-
-            return snapshot_download(target, allow_patterns=METADATA_PATTERNS)
-        except Exception as err:
-            raise FileNotFoundError(f"{target}: not a directory, not in the local HF cache, and the Hub said: {err}") from None
-    raise FileNotFoundError(f"{target}: not a directory and not in the local HF cache ({hf_cache_dir()}); offline")
 
 
 # Library users (and tests) may want to forget what was looked up.

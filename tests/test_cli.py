@@ -96,7 +96,7 @@ def test_hook_install(tmp_path):
     proc = run_cli("hook", "install", "--repo", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     hook = tmp_path / ".git" / "hooks" / "pre-push"
-    assert "hfdoctor check" in hook.read_text() and hook.stat().st_mode & 0o111
+    assert "check --fail-on error --git-rev" in hook.read_text() and hook.stat().st_mode & 0o111
     assert run_cli("hook", "install", "--repo", str(tmp_path)).returncode == 0  # ours: replaced
 
 
@@ -111,20 +111,27 @@ def test_hook_refuses_foreign_hook_without_force(tmp_path):
 
 
 def test_hook_blocks_a_bad_push(tmp_path):
-    """The installed hook runs check on the checkout and its exit code stops the push."""
+    """The installed hook checks the pushed commit (git's stdin) and its exit code stops the push;
+    a deleted ref (all-zero sha) is nothing to check."""
     import shutil
 
     repo = tmp_path / "model"
     shutil.copytree(FIXTURE, repo)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=t@e", "-c", "user.name=t", "commit", "-qm", "x"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     run_cli("hook", "install", "--repo", str(repo))
     hook = repo / ".git" / "hooks" / "pre-push"
-    proc = subprocess.run([str(hook)], cwd=repo, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    push = f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n"
+    proc = subprocess.run([str(hook)], cwd=repo, capture_output=True, text=True, input=push)
     assert proc.returncode == 1 and "missing-chat-template" in proc.stdout
+    delete = f"(delete) {'0' * 40} refs/heads/old {sha}\n"
+    assert subprocess.run([str(hook)], cwd=repo, capture_output=True, text=True, input=delete).returncode == 0
 
 
-def test_hub_id_from_local_cache(tmp_path):
-    """A Hub repo id resolves to its snapshot in a local cache laid out like the Hub's."""
+def test_hub_id_from_local_cache_offline(tmp_path):
+    """Offline, a Hub repo id is its snapshot in a local cache laid out like the Hub's, when the
+    snapshot holds or records as absent (.no_exist/) every file the rules read."""
     import shutil
 
     cache = tmp_path / "hub"
@@ -132,9 +139,16 @@ def test_hub_id_from_local_cache(tmp_path):
     shutil.copytree(QWEN3, snap)
     (cache / "models--Qwen--Qwen3-8B" / "refs").mkdir()
     (cache / "models--Qwen--Qwen3-8B" / "refs" / "main").write_text("abc123")
+    proc = run_cli("check", "Qwen/Qwen3-8B", env={"HF_HUB_CACHE": str(cache)})
+    assert proc.returncode == 2 and "incomplete" in proc.stderr + proc.stdout and "special_tokens_map.json" in proc.stdout
+    absent = cache / "models--Qwen--Qwen3-8B" / ".no_exist" / "abc123"
+    absent.mkdir(parents=True)
+    for name in ("special_tokens_map.json", "chat_template.json"):
+        (absent / name).touch()
     proc = run_cli("check", "Qwen/Qwen3-8B", "--format", "json", env={"HF_HUB_CACHE": str(cache)})
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["target"] == "Qwen/Qwen3-8B" and report["lineage"]["family"] == "qwen3"
+    assert report["revision"] == {"requested": "main", "commit": "abc123", "from": "local HF cache (offline)"}
     assert run_cli("check", "Qwen/Nope-1B", env={"HF_HUB_CACHE": str(cache)}).returncode == 2
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hfdoctor.findings import Report, Severity
+from hfdoctor.findings import Report, Severity, TargetError
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -15,9 +15,13 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def write_github(reports: list[Report]) -> str:
+def write_github(reports: list[Report | TargetError]) -> str:
     lines = []
     for report in reports:
+        if isinstance(report, TargetError):
+            lines.append(f"::error title=hfdoctor could not check {_escape_property(report.target)}::"
+                         f"{_escape_data(report.message)}")
+            continue
         for f in report.findings:
             props = []
             path = f"{report.target.rstrip('/')}/{f.file}" if f.file else report.target

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from hfdoctor import __version__
-from hfdoctor.findings import Finding, FixResult, Report
+from hfdoctor.findings import Finding, FixResult, Report, TargetError
 
 
 def report_to_json(report: Report) -> dict[str, Any]:
@@ -23,10 +23,19 @@ def report_to_json(report: Report) -> dict[str, Any]:
     return out
 
 
-def write_json(reports: list[Report]) -> str:
+def result_to_json(result: Report | TargetError) -> dict[str, Any]:
+    return result.to_json() if isinstance(result, TargetError) else report_to_json(result)
+
+
+def write_json(results: list[Report | TargetError]) -> str:
     """One object for one target (the contract's shape); a list of them for several."""
-    payload: Any = report_to_json(reports[0]) if len(reports) == 1 else [report_to_json(r) for r in reports]
+    payload: Any = result_to_json(results[0]) if len(results) == 1 else [result_to_json(r) for r in results]
     return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+def write_jsonl_line(result: Report | TargetError) -> str:
+    """`--format jsonl`: one compact report object per line, written as each target finishes."""
+    return json.dumps(result_to_json(result), ensure_ascii=False, separators=(",", ":"))
 
 
 def _fix_entry(finding: Finding) -> dict[str, Any]:

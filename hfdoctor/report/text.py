@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from hfdoctor.findings import Applicability, FixResult, Report, Severity
+from hfdoctor.findings import Applicability, FixResult, Report, Severity, TargetError
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -18,8 +18,12 @@ def _location(target: str, file: str | None, line: int | None) -> str:
     return f"{target.rstrip('/')}/{file}" + (f":{line}" if line else "")
 
 
-def write_text(reports: list[Report], console: Console) -> None:
+def write_text(reports: list[Report | TargetError], console: Console) -> None:
     for report in reports:
+        if isinstance(report, TargetError):
+            console.print(f"[bold]{escape(report.target)}[/bold]: [bold red]error:[/bold red] {escape(report.message)}",
+                          soft_wrap=True)
+            continue
         console.print(f"[bold]{escape(report.target)}[/bold]  lineage: {lineage_text(report.lineage or {})}")
         for section, body in report.sections.items():
             write_section(console, section, body)
@@ -89,3 +93,15 @@ def write_fix_text(result: FixResult, console: Console) -> None:
     else:
         console.print("left after fixing:" if result.written or not result.files else "left (nothing was written):")
     write_text([after], console)
+
+
+def write_rule_summary(counts: dict[str, Any], total: int, failed: int, console: Console) -> None:
+    """After several targets: per rule, on how many repositories it fired."""
+    console.print(f"\n[bold]{total} target(s)[/bold]: {total - failed} checked, {failed} could not be checked")
+    if not counts:
+        console.print("[green]no rule fired[/green]")
+        return
+    console.print(f"{'rule':<30} {'repos':>6}  findings (error/warning/info)")
+    for name, count in counts.items():
+        sev = count.severities
+        console.print(f"{escape(name):<30} {count.repos:>6}  {sev['error']}/{sev['warning']}/{sev['info']}")

@@ -2,13 +2,13 @@
 
 ModelRepo reads every file through one Source, so no rule cares where bytes come from:
 
-- base: Entry (what a path is), the read limits per kind of file, the errors;
+- base: Entry (what a path is), the read limits per kind of file, the errors, and a
+  seekable file over ranged reads (zip directories, GGUF headers);
 - local: a directory on disk, read as regular files only, never blocking, never through
   a symlink that leaves the repository;
 - hub: a Hub repo at a revision through huggingface_hub: one listing, then only the
   files rules read, headers by HTTP range, all bounded in bytes and time;
 - git: a commit of a git repository (git ls-tree / cat-file), LFS objects from .git/lfs;
-- ranged: a seekable file object over ranged reads (zip directories, GGUF headers);
 - targets: TARGET text → Source (a path, ORG/NAME[@REV], --revision, --git-rev).
 
 These modules import nothing else of hfdoctor but each other.

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from hfdoctor.sources.ranged import RangedFile
-
 MB = 1024 * 1024
 # The most hfdoctor reads of one file, by name (README.md says so). Metadata is small;
 # tokenizer.json is the one large file (Gemma 3's is 33 MB, Qwen's 11 MB).
@@ -97,3 +95,32 @@ class Source(ABC):
 
     def close(self) -> None:
         """Release what the source holds (processes, connections)."""
+
+
+class RangedFile(io.RawIOBase):
+    def __init__(self, source: Source, rel: str, size: int):
+        self.source, self.rel, self.size = source, rel, size
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer) -> int:
+        want = min(len(buffer), max(0, self.size - self.position))
+        if want == 0:
+            return 0
+        data = self.source.read_range(self.rel, self.position, want)
+        buffer[: len(data)] = data
+        self.position += len(data)
+        return len(data)

@@ -1,0 +1,128 @@
+"""TARGET text -> a Source: a directory, a Hub repo at a revision, or a git commit.
+
+- `--git-rev REV DIR`: the tree of commit REV of the git repository at DIR (GitSource).
+- an existing directory: read from disk (LocalSource).
+- `ORG/NAME`, `ORG/NAME@REV`, or `--revision REV`: a Hub repo (HubSource), always at the
+  revision's current commit; nothing is cached unless `cache=True`. With
+  HF_HUB_OFFLINE=1, the local HF cache's snapshot of that revision, only when it is
+  complete for what the rules read (each file is there, or huggingface_hub recorded it
+  as absent in `.no_exist/`), and the report names its commit.
+- anything else that looks like a path (`./x`, `/x`, `~/x`, `checkpoints/x` where
+  `checkpoints/` exists here, more than one slash) is a missing directory, never sent to
+  the Hub as a repo id.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfdoctor.sources.base import Source, SourceError
+from hfdoctor.sources.git import GitSource
+from hfdoctor.sources.hub import HubLimits, HubSource
+from hfdoctor.sources.local import LocalSource
+
+REPO_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,95})(?:@(?P<rev>[^\s@]{1,255}))?$")
+# The files rules read from a Hub repo's metadata; a cached snapshot is complete when it
+# has each of them or knows it does not exist. (vocab.json counts only without tokenizer.json.)
+RULE_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json",
+              "special_tokens_map.json", "chat_template.jinja", "chat_template.json", "README.md")
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    revision: str | None = None  # --revision, for Hub ids
+    git_rev: str | None = None  # --git-rev, for directories
+    cache: bool = False  # write what a Hub check downloads into the HF cache
+    timeout_s: float = 120.0  # the deadline of one Hub repository
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def looks_like_path(target: str) -> bool:
+    if target.startswith(("./", "../", "/", "~", ".\\")) or target.count("/") > 1 or os.sep != "/" and os.sep in target:
+        return True
+    first = target.split("/", 1)[0]
+    return "/" in target and os.path.isdir(first)
+
+
+def open_source(target: str, options: TargetOptions | None = None) -> Source:
+    """The source TARGET names; SourceError with a message for the user when there is none."""
+    options = options or TargetOptions()
+    if options.git_rev is not None:
+        return GitSource(target, options.git_rev)
+    if os.path.isdir(target):
+        if options.revision is not None:
+            raise SourceError(f"--revision is for Hub repositories; {target} is a directory (use --git-rev)")
+        return LocalSource(target)
+    if os.path.exists(target):
+        raise SourceError(f"{target} is a file; give the checkpoint directory that holds it")
+    match = REPO_ID.match(target)
+    if match is None or looks_like_path(target):
+        raise SourceError(f"{target}: no such directory")
+    repo_id, revision = match.group("repo"), match.group("rev") or options.revision
+    if match.group("rev") and options.revision and match.group("rev") != options.revision:
+        raise SourceError(f"{target} names revision {match.group('rev')!r} but --revision says {options.revision!r}")
+    if offline():
+        return cached_snapshot(repo_id, revision)
+    source = HubSource(repo_id, revision, limits=HubLimits(deadline_s=options.timeout_s))
+    if options.cache:
+        write_cache(source)
+    return source
+
+
+def hf_cache_dir() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return Path(home) / "hub"
+
+
+def cached_snapshot(repo_id: str, revision: str | None) -> Source:
+    """The local HF cache's snapshot of `repo_id` at `revision`, if complete for the rules."""
+    folder = hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+    rev = revision or "main"
+    ref = folder / "refs" / rev
+    commit = ref.read_text().strip() if ref.is_file() else rev
+    snapshot = folder / "snapshots" / commit
+    if not snapshot.is_dir():
+        raise SourceError(f"{repo_id}@{rev}: offline (HF_HUB_OFFLINE) and not in the local HF cache ({hf_cache_dir()})")
+    absent = folder / ".no_exist" / commit
+    needed = list(RULE_FILES)
+    if not (snapshot / "tokenizer.json").exists() and not (absent / "tokenizer.json").exists():
+        needed.append("vocab.json")
+    unknown = [name for name in needed if not (snapshot / name).exists() and not (absent / name).exists()]
+    if unknown:
+        raise SourceError(
+            f"{repo_id}@{rev}: the cached snapshot {commit[:12]} is incomplete: it neither holds nor records as absent "
+            f"{', '.join(unknown)}, so checking it would be guessing. Check it online once with --cache."
+        )
+    source = LocalSource(snapshot)
+    source.revision = {"requested": rev, "commit": commit, "from": "local HF cache (offline)"}
+    return source
+
+
+def write_cache(source: HubSource) -> None:
+    """`--cache`: store the rule files of this commit in the HF cache, through huggingface_hub
+    (which also records the absent ones in .no_exist/), so an offline check can use them."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError
+
+    names = list(RULE_FILES) + (["vocab.json"] if "tokenizer.json" not in source.entries() else [])
+    for name in names:
+        try:
+            hf_hub_download(source.repo_id, name, revision=source.commit, cache_dir=hf_cache_dir(),
+                            endpoint=source.endpoint)
+        except EntryNotFoundError:
+            continue  # recorded as absent by huggingface_hub
+        except Exception as err:  # the check itself already succeeded: caching is best effort, said plainly
+            raise SourceError(f"{source.repo_id}: --cache could not store {name}: {type(err).__name__}: {err}") from None
+    requested = source.requested or "main"
+    if requested != source.commit:  # so that an offline check of ORG/NAME@requested finds this commit
+        refs = hf_cache_dir() / ("models--" + source.repo_id.replace("/", "--")) / "refs"
+        refs.mkdir(parents=True, exist_ok=True)
+        (refs / requested).write_text(source.commit)
