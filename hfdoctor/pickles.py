@@ -11,21 +11,22 @@ Files: raw pickles (one or several streams back to back: legacy torch files are 
 pickles followed by raw storage bytes) and zip archives (torch >= 1.6 saves a zip whose
 `*/data.pkl` holds the pickle; tensors are separate members we never open).
 
-Each import is `dangerous` (runs code, spawns processes, touches files or the network),
-`safe` (torch's tensor rebuild functions, storages, dtypes, OrderedDict, numpy arrays:
-what torch.load(weights_only=True) accepts) or `unknown` (anything else: harmless
-classes of other libraries, but loading them needs weights_only=False).
+Each import gets a verdict from hfdoctor.pickle_allowlist (safe, known, dangerous,
+unlisted). The scan also keeps the calls loading would make with anything not safe, as
+text (`numpy.size(numpy.size, 'eval')('__import__("os")...')`), so a finding can show the
+chain a payload builds, and every BUILD that writes attributes of an imported object.
 """
 
 from __future__ import annotations
 
 import os
 import pickletools
-import re
 import stat
 import zipfile
 from dataclasses import dataclass, field
 from typing import IO
+
+from hfdoctor.pickle_allowlist import UNRESOLVED, classify
 
 # Pickle bytes we are willing to read from one file, all its pickles (and zip members)
 # together. A torch data.pkl is ~100 KB for an 8B model; a larger file is scanned up to
@@ -36,85 +37,13 @@ MAX_SCAN_BYTES = 64 * 1024 * 1024
 # not a pickle (the raw tensor data that follows).
 MAX_STREAMS = 8
 
-# Dotted prefixes of imports that run code, spawn processes, read or write files, open
-# network connections, or load further pickles. From picklescan's and modelscan's
-# blocklists, plus Python's documented code-running entry points.
-DANGEROUS = (
-    # processes, shells, the OS
-    "os", "posix", "nt", "subprocess", "pty", "commands", "popen2", "platform.popen",
-    "multiprocessing", "_posixsubprocess", "signal", "sys", "_thread", "threading",
-    # running Python source or bytecode
-    "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile", "builtins.__import__",
-    "builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.globals", "builtins.locals",
-    "builtins.vars", "builtins.open", "builtins.input", "builtins.breakpoint", "builtins.apply",
-    "builtins.reload", "builtins.help", "builtins.memoryview",
-    "__builtin__.eval", "__builtin__.exec", "__builtin__.execfile", "__builtin__.compile",
-    "__builtin__.__import__", "__builtin__.getattr", "__builtin__.setattr", "__builtin__.delattr",
-    "__builtin__.globals", "__builtin__.locals", "__builtin__.vars", "__builtin__.open",
-    "__builtin__.file", "__builtin__.input", "__builtin__.breakpoint", "__builtin__.apply",
-    "__builtin__.reload",
-    "runpy", "code", "codeop", "importlib", "imp", "pkgutil", "zipimport", "types.CodeType",
-    "types.FunctionType", "types.MethodType", "marshal", "ctypes", "_ctypes", "cffi",
-    "pdb", "bdb", "trace", "timeit", "cProfile", "profile", "pydoc", "doctest", "idlelib",
-    "lib2to3", "_pyrepl", "test", "venv", "ensurepip", "pip", "setuptools", "distutils",
-    "_osx_support", "_aix_support", "uuid._get_command_stdout",
-    # indirection that turns data into calls
-    "operator.attrgetter", "operator.methodcaller", "operator.itemgetter",
-    "_operator.attrgetter", "_operator.methodcaller", "_operator.itemgetter",
-    "functools.partial", "functools.reduce", "copyreg._extension_registry",
-    # files and the network
-    "shutil", "tempfile", "io.open", "io.FileIO", "_io.open", "_io.FileIO", "logging.FileHandler",
-    "socket", "_socket", "ssl", "http", "httplib", "urllib", "urllib2", "requests", "aiohttp",
-    "asyncio", "ftplib", "smtplib", "telnetlib", "imaplib", "poplib", "webbrowser",
-    # loading more pickles or code
-    "pickle", "_pickle", "cPickle", "dill", "cloudpickle", "joblib.load", "pandas.read_pickle",
-    "pandas.io.pickle", "numpy.load", "numpy.f2py", "numpy.testing._private.utils", "numpy.ctypeslib",
-    "yaml.unsafe_load", "yaml.load", "torch.load", "torch.serialization.load", "torch.hub",
-    "torch.jit.load", "torch.package", "torch._inductor.codecache", "torch.utils.cpp_extension",
-    "torch.utils.collect_env", "torch.utils.bottleneck", "torch.utils._config_module",
-    "torch.utils.data.datapipes.utils.decoder", "torch._dynamo", "torch.fx.experimental.symbolic_shapes",
-    "torch.jit.unsupported_tensor_ops",
-)
-
-# What torch.load(weights_only=True) and numpy need to rebuild plain tensors and arrays.
-SAFE = frozenset({
-    "collections.OrderedDict", "collections.defaultdict", "collections.Counter", "collections.deque",
-    "torch.Size", "torch.device", "torch.Tensor", "torch.nn.parameter.Parameter",
-    "torch._tensor._rebuild_from_type_v2", "torch.serialization._get_layout",
-    "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.storage._load_from_bytes",
-    "numpy.ndarray", "numpy.dtype", "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
-    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.core.numeric._frombuffer",
-    "numpy._core.numeric._frombuffer", "_codecs.encode", "copyreg._reconstructor",
-    *(f"{b}.{t}" for b in ("builtins", "__builtin__") for t in (
-        "set", "frozenset", "bytearray", "slice", "complex", "int", "float", "bool", "str", "bytes",
-        "dict", "list", "tuple", "object", "range",
-    )),
-})
-SAFE_PATTERNS = (
-    re.compile(r"^torch\._utils\._rebuild_[a-z0-9_]+$"),  # _rebuild_tensor_v2, _rebuild_parameter, ...
-    re.compile(r"^torch\.(storage\.)?[A-Za-z0-9]*Storage$"),  # torch.FloatStorage, torch.BFloat16Storage
-    re.compile(r"^torch\.(float|bfloat|half|double|int|uint|long|short|bool|complex|cfloat|cdouble|qint|quint|"
-               r"float8_|strided|sparse_|per_tensor|per_channel)[a-z0-9_]*$"),  # dtypes, layouts, qschemes
-    re.compile(r"^numpy\.dtypes\.[A-Za-z0-9]+DType$"),  # numpy 2 pickles dtype classes
-)
+# What a scan keeps of the calls it sees: enough to show the chain, bounded for huge pickles.
+MAX_CALLS = 32
+TEXT_LIMIT = 160
 
 STRING_OPS = {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"}
 PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
 GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
-UNRESOLVED = "<unresolved>"
-
-
-def classify(module: str, name: str) -> str:
-    """'dangerous', 'safe' or 'unknown' for an import the pickle makes."""
-    full = f"{module}.{name}"
-    if module == UNRESOLVED or name == UNRESOLVED:
-        return "dangerous"  # an import we cannot name could be anything
-    for prefix in DANGEROUS:
-        if full == prefix or full.startswith(prefix + ".") or module == prefix or module.startswith(prefix + "."):
-            return "dangerous"
-    if full in SAFE or any(p.match(full) for p in SAFE_PATTERNS):
-        return "safe"
-    return "unknown"
 
 
 @dataclass(frozen=True)
@@ -129,6 +58,15 @@ class Import:
         return f"{self.module}.{self.name}"
 
 
+@dataclass(frozen=True)
+class Call:
+    """A call (or attribute write) that loading the pickle makes with something not `safe`."""
+
+    text: str  # e.g. "numpy.size(numpy.size, 'eval')('__import__(\"os\").system(\"id\")')"
+    origin: str  # the import it starts from
+    member: str | None
+
+
 @dataclass
 class PickleScan:
     file: str
@@ -136,6 +74,11 @@ class PickleScan:
     imports: list[Import] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # why the scan may be incomplete
     bytes_left: int = MAX_SCAN_BYTES  # of the file's read budget
+    calls: list[Call] = field(default_factory=list)  # the first MAX_CALLS unsafe calls, in order
+
+    def record(self, call: Call) -> None:
+        if len(self.calls) < MAX_CALLS:
+            self.calls.append(call)
 
     def by_verdict(self, verdict: str) -> list[Import]:
         seen: dict[str, Import] = {}
@@ -190,80 +133,179 @@ class _BoundedReader:
         return not self.pending
 
 
-def _imports_of_stream(stream: IO[bytes]) -> tuple[list[tuple[str, str]], bool, str | None]:
-    """Walk one pickle: (imports, reached STOP, problem). Runs the stack and memo abstractly.
+class _Value:
+    """What the abstract pickle machine knows of a stack value: a short text, and for
+    strings their value (STACK_GLOBAL operands), for imports and call results the import
+    they come from."""
 
-    The stack holds the value of string pushes (str) and None for anything else; MARK
-    starts a new stack as the real unpickler does, so every opcode's effect is exact.
+    __slots__ = ("text", "string", "origin", "imported")
+
+    def __init__(self, text: str, string: str | None = None, origin: tuple[str, str] | None = None,
+                 imported: bool = False):
+        self.text, self.string, self.origin, self.imported = _clip(text), string, origin, imported
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 1] + "…"
+
+
+def _joined(values: list[_Value], open_: str, close: str) -> str:
+    shown = ", ".join(v.text for v in values[:6]) + (", …" if len(values) > 6 else "")
+    return f"{open_}{shown}{',' if open_ == '(' and len(values) == 1 else ''}{close}"
+
+
+def _append(container: _Value, piece: str) -> None:
+    """Grow a list/dict/set's text in place (the object is shared through the memo)."""
+    body = container.text[1:-1]
+    container.text = _clip(container.text[0] + (f"{body}, {piece}" if body else piece) + container.text[-1])
+
+
+class _Machine:
+    """Runs one pickle's opcodes on symbolic values, as pickle's unpickler would on real ones.
+
+    MARK starts a new stack as the real unpickler does, so every opcode's effect on the
+    stack is exact; calls (REDUCE, NEWOBJ, OBJ, INST) and BUILD on an imported object are
+    recorded with their arguments when what they call is not `safe`.
     """
-    imports: list[tuple[str, str]] = []
-    stack: list[object] = []
-    metastack: list[list[object]] = []
-    memo: dict[int, object] = {}
 
-    def pop() -> object:
-        return stack.pop() if stack else None
+    def __init__(self, member: str | None, scan: "PickleScan"):
+        self.member, self.scan = member, scan
+        self.stack: list[_Value] = []
+        self.metastack: list[list[_Value]] = []
+        self.memo: dict[int, _Value] = {}
+        self.imports: list[tuple[str, str]] = []
 
-    def pop_mark() -> None:
-        nonlocal stack
-        stack = metastack.pop() if metastack else []
+    def pop(self) -> _Value:
+        return self.stack.pop() if self.stack else _Value("?")
 
+    def pop_mark(self) -> list[_Value]:
+        items, self.stack = self.stack, (self.metastack.pop() if self.metastack else [])
+        return items
+
+    def push(self, value: _Value) -> None:
+        self.stack.append(value)
+
+    def imported(self, module: str, name: str) -> _Value:
+        self.imports.append((module, name))
+        return _Value(f"{module}.{name}", origin=(module, name), imported=True)
+
+    def call(self, fn: _Value, args: str) -> _Value:
+        text = f"{fn.text}{args}"
+        if fn.origin is not None and classify(*fn.origin) != "safe":
+            self.scan.record(Call(text, ".".join(fn.origin), self.member))
+        return _Value(text, origin=fn.origin)
+
+    def step(self, name: str, arg: object) -> None:
+        if name in STRING_OPS:
+            self.push(_Value(repr(arg), string=arg if isinstance(arg, str) else None))
+        elif name in ("GLOBAL", "INST"):
+            module, _, attr = str(arg).partition(" ")
+            value = self.imported(module, attr)
+            self.push(self.call(value, _joined(self.pop_mark(), "(", ")")) if name == "INST" else value)
+        elif name == "STACK_GLOBAL":
+            attr, module = self.pop(), self.pop()
+            self.push(self.imported(module.string if module.string is not None else UNRESOLVED,
+                                    attr.string if attr.string is not None else UNRESOLVED))
+        elif name == "REDUCE":
+            args, fn = self.pop(), self.pop()
+            self.push(self.call(fn, args.text if args.text.startswith("(") else f"(*{args.text})"))
+        elif name == "NEWOBJ":
+            args, cls = self.pop(), self.pop()
+            self.push(self.call(cls, args.text))
+        elif name == "NEWOBJ_EX":
+            kwargs, args, cls = self.pop(), self.pop(), self.pop()
+            self.push(self.call(cls, f"{args.text[:-1]}, **{kwargs.text})"))
+        elif name == "OBJ":
+            items = self.pop_mark() or [_Value("?")]
+            self.push(self.call(items[0], _joined(items[1:], "(", ")")))
+        elif name == "BUILD":
+            state = self.pop()
+            target = self.stack[-1] if self.stack else _Value("?")
+            if target.imported:  # setattr on a library's own object: a gadget, never data
+                self.scan.record(Call(f"set attributes of {target.text} to {state.text}", target.text, self.member))
+        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            items = [self.pop() for _ in range(int(name[-1]))][::-1]
+            self.push(_Value(_joined(items, "(", ")")))
+        elif name in ("TUPLE", "LIST", "FROZENSET"):
+            self.push(_Value(_joined(self.pop_mark(), *{"TUPLE": "()", "LIST": "[]", "FROZENSET": "{}"}[name])))
+        elif name in ("EMPTY_TUPLE", "EMPTY_LIST", "EMPTY_DICT", "EMPTY_SET"):
+            self.push(_Value({"EMPTY_TUPLE": "()", "EMPTY_LIST": "[]", "EMPTY_DICT": "{}", "EMPTY_SET": "{}"}[name]))
+        elif name == "DICT":
+            items = self.pop_mark()
+            self.push(_Value(_joined([_Value(f"{k.text}: {v.text}") for k, v in zip(items[::2], items[1::2])],
+                                     "{", "}")))
+        elif name == "APPEND":
+            value = self.pop()
+            if self.stack:
+                _append(self.stack[-1], value.text)
+        elif name in ("APPENDS", "ADDITEMS"):
+            items = self.pop_mark()
+            if self.stack:
+                _append(self.stack[-1], _joined(items, "(", ")")[1:-1])
+        elif name == "SETITEM":
+            value, key = self.pop(), self.pop()
+            if self.stack:
+                _append(self.stack[-1], f"{key.text}: {value.text}")
+        elif name == "SETITEMS":
+            items = self.pop_mark()
+            if self.stack:
+                for key, value in zip(items[::2], items[1::2]):
+                    _append(self.stack[-1], f"{key.text}: {value.text}")
+        elif name in ("PERSID", "BINPERSID"):
+            if name == "BINPERSID":
+                self.pop()
+            self.push(_Value("<persistent>"))
+        elif name in ("NONE", "NEWTRUE", "NEWFALSE"):
+            self.push(_Value({"NONE": "None", "NEWTRUE": "True", "NEWFALSE": "False"}[name]))
+        elif name in PUT_OPS:
+            self.memo[arg] = self.stack[-1] if self.stack else _Value("?")
+        elif name == "MEMOIZE":
+            self.memo[len(self.memo)] = self.stack[-1] if self.stack else _Value("?")
+        elif name in GET_OPS:
+            self.push(self.memo.get(arg, _Value("?")))
+        elif name in ("EXT1", "EXT2", "EXT4"):
+            # copyreg's extension registry maps codes to imports; it is empty unless a
+            # program registers some, so a pickle that uses it is hiding something.
+            self.push(self.imported("copyreg._extension_registry", str(arg)))
+        elif name == "MARK":
+            self.metastack.append(self.stack)
+            self.stack = []
+        elif name == "DUP":
+            self.push(self.stack[-1] if self.stack else _Value("?"))
+        elif name == "POP":
+            if self.stack:
+                self.stack.pop()
+            else:
+                self.pop_mark()
+        else:
+            opcode = _OPCODES[name]
+            before = opcode.stack_before
+            if pickletools.markobject in before:
+                self.pop_mark()
+                for _ in range(before.index(pickletools.markobject)):
+                    self.pop()
+            else:
+                for _ in before:
+                    self.pop()
+            self.stack.extend(_Value(repr(arg) if arg is not None else "?") for _ in opcode.stack_after)
+
+
+_OPCODES = {op.name: op for op in pickletools.opcodes}
+
+
+def _imports_of_stream(stream: IO[bytes], member: str | None, scan: "PickleScan") -> tuple[list[tuple[str, str]], bool, str | None]:
+    """Walk one pickle: (imports, reached STOP, problem), recording its unsafe calls in `scan`."""
+    machine = _Machine(member, scan)
     try:
         for opcode, arg, _pos in pickletools.genops(stream):
-            name = opcode.name
-            if name in STRING_OPS:
-                stack.append(arg if isinstance(arg, str) else None)
-            elif name in ("GLOBAL", "INST"):
-                module, _, attr = str(arg).partition(" ")
-                imports.append((module, attr))
-                if name == "INST":
-                    pop_mark()
-                stack.append(None)
-            elif name == "STACK_GLOBAL":
-                attr, module = pop(), pop()
-                imports.append((
-                    module if isinstance(module, str) else UNRESOLVED,
-                    attr if isinstance(attr, str) else UNRESOLVED,
-                ))
-                stack.append(None)
-            elif name in PUT_OPS:
-                memo[arg] = stack[-1] if stack else None
-            elif name == "MEMOIZE":
-                memo[len(memo)] = stack[-1] if stack else None
-            elif name in GET_OPS:
-                stack.append(memo.get(arg))
-            elif name in ("EXT1", "EXT2", "EXT4"):
-                # copyreg's extension registry maps codes to imports; it is empty unless a
-                # program registers some, so a pickle that uses it is hiding something.
-                imports.append(("copyreg._extension_registry", str(arg)))
-                stack.append(None)
-            elif name == "MARK":
-                metastack.append(stack)
-                stack = []
-            elif name == "DUP":
-                stack.append(stack[-1] if stack else None)
-            elif name == "POP":
-                if stack:
-                    stack.pop()
-                else:
-                    pop_mark()
-            elif name == "STOP":
-                return imports, True, None
-            else:
-                before = opcode.stack_before
-                if pickletools.markobject in before:
-                    pop_mark()
-                    for _ in range(before.index(pickletools.markobject)):
-                        pop()
-                else:
-                    for _ in before:
-                        pop()
-                stack.extend(None for _ in opcode.stack_after)
+            if opcode.name == "STOP":
+                return machine.imports, True, None
+            machine.step(opcode.name, arg)
     except _ScanLimit:
-        return imports, False, f"its pickles are larger than {MAX_SCAN_BYTES // (1024 * 1024)} MB; only the start was scanned"
+        return machine.imports, False, f"its pickles are larger than {MAX_SCAN_BYTES // (1024 * 1024)} MB; only the start was scanned"
     except Exception as err:  # genops raises ValueError and friends on bytes that are not a pickle
-        return imports, False, f"{type(err).__name__}: {err}"
-    return imports, False, "the pickle ends without STOP (truncated)"
+        return machine.imports, False, f"{type(err).__name__}: {err}"
+    return machine.imports, False, "the pickle ends without STOP (truncated)"
 
 
 def _scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
@@ -277,7 +319,7 @@ def _scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
             return False
         reader.pending = first
         for n in range(MAX_STREAMS):
-            imports, complete, problem = _imports_of_stream(reader)
+            imports, complete, problem = _imports_of_stream(reader, member, scan)
             scan.imports.extend(Import(m, a, member, classify(m, a)) for m, a in imports)
             if complete:
                 try:

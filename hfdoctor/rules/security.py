@@ -21,31 +21,51 @@ def _names(imports, limit: int = 4) -> str:
     return ", ".join(shown) + (f" and {len(imports) - limit} more" if len(imports) > limit else "")
 
 
+def _chain(scan, imports, gadgets=(), limit: int = 2) -> str:
+    """The calls loading makes with these imports (and attribute writes), as text: what the payload does."""
+    origins = {imp.dotted for imp in imports}
+    calls = [c.text for c in scan.calls if c in gadgets or c.origin in origins or any(o in c.text for o in origins)]
+    if not calls:
+        return ""
+    # A later call usually contains the earlier ones: show the longest chains.
+    shown = [c for c in calls if not any(c != other and c in other for other in calls)][-limit:]
+    return "; loading does " + " then ".join(f"`{c}`" for c in shown)
+
+
 @rule("SEC001", "unsafe-pickle", Severity.ERROR)
 def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """A pickle-based file (`*.bin`, `*.pt`, `*.pth`, `*.ckpt`, `*.pkl`) imports dangerous callables.
+    """A pickle-based file (`*.bin`, `*.pt`, `*.pth`, `*.ckpt`, `*.pkl`) imports what rebuilding tensors does not need.
 
     Why: unpickling calls whatever the pickle names. torch.load(weights_only=False),
     pickle.load, joblib and older transformers versions run it while "loading the model",
     so a weight file can run shell commands, write files or open connections. hfdoctor
     walks the pickle opcodes (raw pickles, and the `data.pkl` of torch zip archives)
-    without unpickling, resolves every import (GLOBAL, INST and STACK_GLOBAL, through the
-    memo), and sorts them as the Hub's picklescan does:
+    without unpickling, runs the pickle machine on symbolic values to resolve every
+    import (GLOBAL, INST, STACK_GLOBAL, through the memo) and every call, and judges
+    imports against an allowlist, as fickling and torch's weights_only loader do, never
+    a denylist alone (payloads reach eval through `numpy.__builtins__`, read files with
+    `pandas.read_csv`, run code through mlflow or timm loaders):
 
-    - dangerous (error): os, posix, subprocess, builtins eval/exec/getattr/open/__import__,
-      runpy, socket, shutil, pty, webbrowser, importlib, pickle, functools.partial, ...
-      and imports whose target cannot be determined;
-    - unknown (warning): anything that is not one of torch's tensor/storage rebuilders,
-      OrderedDict or numpy arrays; torch.load(weights_only=True) refuses such files, so
-      loading them needs weights_only=False, which trusts the file completely;
-    - a pickle that cannot be fully parsed, or whose pickles hold more than 64 MB in all
-      (the scan's bound per file), is a warning: what follows was not seen.
+    - error: anything that is not one of torch's tensor/storage rebuilders, dtypes,
+      OrderedDict or numpy arrays, and not a known training-state class; the message
+      names the imports and the call chain loading would run (e.g.
+      `numpy.size(numpy.size, 'eval')('__import__("os").system("id")')`). Imports that
+      are known to run code (os, subprocess, builtins.eval, socket, ...), attribute paths
+      (`numpy` + `core._internal.sys.modules`), dunders (`__builtins__`), imports whose
+      name cannot be determined, and writes to attributes of an imported object are
+      called out as running code;
+    - warning: only known training-state classes (transformers' TrainingArguments and its
+      enums, TRL configs, argparse.Namespace, torch.nn layer classes), which run no code
+      when rebuilt but make torch.load(weights_only=True) refuse the file; and a pickle
+      that cannot be fully parsed, or whose pickles hold more than 64 MB in all (the
+      scan's bound per file): what follows was not seen.
 
-    Example: pytorch_model.bin whose data.pkl imports posix.system; training_args.bin
-    (a pickled transformers.TrainingArguments) is the usual harmless "unknown".
+    Example: pytorch_model.bin whose data.pkl imports posix.system; a .pkl importing
+    `mlflow.pyfunc.load_model` (error); training_args.bin holding a pickled
+    transformers.TrainingArguments (warning).
 
-    Fix: none automatic; do not load a file with dangerous imports. Convert trusted
-    weights to safetensors, which holds data only.
+    Fix: none automatic; do not load a file with an error here. Convert trusted weights
+    to safetensors, which holds data only.
     """
     view = repo_weights(repo)
     for rel in repo.weight_files:
@@ -63,22 +83,35 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 file=rel, severity=Severity.INFO,
             )
             continue
-        dangerous, unknown = scan.by_verdict("dangerous"), scan.by_verdict("unknown")
-        if dangerous:
+        dangerous, unlisted, known = (scan.by_verdict(v) for v in ("dangerous", "unlisted", "known"))
+        gadgets = [c for c in scan.calls if c.text.startswith("set attributes of ")]
+        if dangerous or gadgets:
             yield self.finding(
                 repo,
-                f"{rel} runs code when loaded: its pickle imports {_names(dangerous)}. torch.load(weights_only=False), "
-                "pickle.load and older transformers execute these. Do not load it; use safetensors weights.",
+                f"{rel} runs code when loaded: its pickle imports {_names(dangerous + unlisted)}"
+                + (" and writes attributes of an imported object" if gadgets else "")
+                + _chain(scan, dangerous + unlisted, gadgets)
+                + ". torch.load(weights_only=False), pickle.load and older transformers execute this. "
+                "Do not load it; use safetensors weights.",
                 file=rel,
             )
-        elif unknown:
+        elif unlisted:
             yield self.finding(
                 repo,
-                f"{rel} pickles objects beyond tensors ({_names(unknown)}): torch.load(weights_only=True) refuses it, "
-                "and loading it with weights_only=False trusts the file completely. Prefer safetensors.",
+                f"{rel} imports {_names(unlisted)}, which rebuilding tensors never needs" + _chain(scan, unlisted)
+                + ". Loading it (torch.load(weights_only=False), pickle.load, joblib) imports and calls that code, "
+                "whatever it does. Do not load it unless you trust its author; prefer safetensors.",
+                file=rel,
+            )
+        elif known:
+            yield self.finding(
+                repo,
+                f"{rel} pickles training state beyond tensors ({_names(known)}): these classes run no code when "
+                "rebuilt, but torch.load(weights_only=True) refuses the file and weights_only=False trusts it "
+                "completely. Prefer safetensors for anything a loader needs.",
                 file=rel, severity=Severity.WARNING,
             )
-        if scan.problems and not dangerous:
+        if scan.problems and not (dangerous or gadgets or unlisted):
             yield self.finding(
                 repo, f"{rel} could not be fully scanned ({scan.problems[0]}): imports after that point are unknown.",
                 file=rel, severity=Severity.WARNING,
