@@ -29,7 +29,7 @@ _DATA_DIRS = (
 )
 # The fields a variant may set (the rest belong to the family).
 VARIANT_FIELDS = ("thinking", "chat", "repo_patterns", "bases", "template", "template_needles",
-                  "template_excludes", "template_revisions")
+                  "template_excludes", "template_revisions", "sampling")
 
 
 def data_file(name: str) -> Path:
@@ -92,6 +92,9 @@ class Variant:
     template_excludes: tuple[str, ...] = ()
     # sha256 of other upstream revisions of its template (still this variant's own).
     template_revisions: tuple[str, ...] = ()
+    # The decoding defaults its upstream generation_config.json ships ({"do_sample": true,
+    # "temperature": 0.6, ...}, and "source": the file they come from), when recorded.
+    sampling: dict[str, Any] = field(default_factory=dict)
 
     def owns_repo_id(self, repo_id: str) -> bool:
         return any(re.search(p, repo_id, re.IGNORECASE) for p in self.repo_patterns)
@@ -199,6 +202,7 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
         template_needles=tuple(data.get("template_needles", ())),
         template_excludes=tuple(data.get("template_excludes", ())),
         template_revisions=tuple(data.get("template_revisions", ())),
+        sampling=dict(data.get("sampling", {})),
     )
 
 

@@ -21,7 +21,7 @@ from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import analyze, special_tokens_for_render
 from hfdoctor.repo import ModelRepo
 
-__all__ = ["EndOfTurn", "end_of_turn", "control_token_at", "text_after_reply", "HARMONY_STOPS"]
+__all__ = ["EndOfTurn", "end_of_turn", "turn_stop", "control_token_at", "text_after_reply", "HARMONY_STOPS"]
 
 # What harmony generation stops on; <|end|> must not be one (it ends the analysis channel too).
 HARMONY_STOPS = ("<|return|>", "<|call|>")
@@ -71,3 +71,18 @@ def end_of_turn(repo: ModelRepo, template_text: str) -> EndOfTurn | None:
     if not after.strip():
         return None
     return EndOfTurn(None, None, after[:40])
+
+
+def turn_stop(repo: ModelRepo) -> tuple[str, int] | None:
+    """The control token generation must stop on after an assistant reply, and its id:
+    the template's end-of-turn token (harmony: <|return|>), when it is an added token of
+    this tokenizer. None when there is no template, no vocabulary or no such token."""
+    template = repo.chat_template
+    if template is None or not repo.vocab:
+        return None
+    found = end_of_turn(repo, template.text)
+    if found is None or found.token is None or found.token_id is None:
+        return None
+    if found.token not in repo.added_token_strings:
+        return None
+    return found.token, found.token_id

@@ -46,6 +46,60 @@ def json_add_to_id_list(repo: ModelRepo, file: str, pointer: str, token_id: int)
     return _json_edit(repo, file, pointer, wanted, lambda d, style: jsontext.add_to_id_list(d, pointer, token_id, style))
 
 
+def json_set_values(repo: ModelRepo, file: str, values: dict[str, Any]) -> Edit | None:
+    """One edit that makes each pointer of `values` hold its value (several keys of one
+    file in one fix: edits of one file must not insert at the same point). The members
+    are set one after the other in memory; the edit spans from the first changed byte to
+    the last, so bytes outside that span are untouched. None when nothing changes or the
+    result is not exactly the old document with those values set."""
+    data, obj = repo.raw(file), repo.json(file)
+    if data is None or obj is None:
+        return None
+    style = jsontext.detect_style(data, ensure_ascii_default=PurePosixPath(file).name not in UTF8_JSON_FILES)
+    patched, expected = data, obj
+    for pointer, value in values.items():
+        parts = jsontext.parse_pointer(pointer)
+        if _resolve(expected, parts) == value:
+            continue
+        splice = jsontext.set_value(patched, pointer, value, style)
+        expected = _with_value(expected, parts, value)
+        if splice is None or expected is _MISSING:
+            return None
+        patched = splice.apply(patched)
+    if patched == data:
+        return None
+    try:
+        if json.loads(patched) != expected:
+            return None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    start = _common_prefix(data, patched)
+    tail = _common_suffix(data, patched, start)
+    return Edit(file, start, len(data) - tail, patched[start:len(patched) - tail].decode("utf-8"))
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    # never split a UTF-8 sequence: back up to a character boundary
+    while i > 0 and i < len(a) and (a[i] & 0xC0) == 0x80:
+        i -= 1
+    return i
+
+
+def _common_suffix(a: bytes, b: bytes, floor: int) -> int:
+    """How many trailing bytes a and b share, leaving the first `floor` bytes of both alone."""
+    n = 0
+    limit = min(len(a), len(b)) - floor
+    while n < limit and a[-1 - n] == b[-1 - n]:
+        n += 1
+    while n > 0 and (a[len(a) - n] & 0xC0) == 0x80:
+        n -= 1
+    return n
+
+
 _MISSING = object()
 
 

@@ -9,12 +9,15 @@ import it inside their check functions.
 
 from __future__ import annotations
 
-from hfdoctor.rules import card, config, security, template, tokenizer, weights
+from hfdoctor.rules import card, config, config_consistency, generation, security, special_tokens, template, tokenizer, weights
 from hfdoctor.rules.base import Rule
 
 ALL_RULES: list[Rule] = [
     *config.RULES,
+    *generation.RULES,
+    *config_consistency.RULES,
     *tokenizer.RULES,
+    *special_tokens.RULES,
     *template.RULES,
     *card.RULES,
     *weights.RULES,
