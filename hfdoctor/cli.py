@@ -260,10 +260,16 @@ def probe(
 @app.command("rules")
 def list_rules(
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
+    markdown: bool = typer.Option(False, "--markdown", help="A Markdown table (README's rule table)."),
 ) -> None:
     """List every rule: code, name, default severity and what it flags."""
     from hfdoctor.rules import ALL_RULES
 
+    if markdown:
+        print("| code | name | severity | what it flags |\n|---|---|---|---|")
+        for r in ALL_RULES:
+            print(f"| {r.code} | `{r.name}` | {r.severity} | {r.summary.replace('|', chr(92) + '|')} |")
+        return
     if output_format is OutputFormat.json:
         print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary}
                           for r in ALL_RULES], indent=2))

@@ -206,6 +206,18 @@ def card_families(repo: ModelRepo) -> list[Family]:
     return found
 
 
+def adapter_base_model(repo: ModelRepo) -> str | None:
+    """The base model a PEFT adapter names (adapter_config.json's base_model_name_or_path)."""
+    value = (repo.adapter_config or {}).get("base_model_name_or_path")
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def adapter_families(repo: ModelRepo) -> list[Family]:
+    base = adapter_base_model(repo)
+    fam = registry.family_of_repo_id(base) if base else None
+    return [fam] if fam is not None else []
+
+
 def weights_families(repo: ModelRepo) -> list[Family] | None:
     """Families the weight headers look like (None when there is nothing to read)."""
     return infer_weights_families(repo)
@@ -248,7 +260,7 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Varian
 
 
 # How much each source's word counts when several families remain possible.
-WEIGHTS = {"config": 4.0, "tokenizer": 3.0, "template": 2.0, "weights": 2.0, "card": 1.0}
+WEIGHTS = {"config": 4.0, "tokenizer": 3.0, "adapter": 3.0, "template": 2.0, "weights": 2.0, "card": 1.0}
 
 
 def detect(repo: ModelRepo) -> Lineage:
@@ -277,13 +289,14 @@ def detect(repo: ModelRepo) -> Lineage:
         "template": template_families(repo) or None,
         "card": card_families(repo) or None,
         "weights": weights_families(repo),
+        "adapter": adapter_families(repo) or None,
     }
     if tokenizer is not None:
         candidates = fits(tokenizer) or []
         if tokenizer and not candidates:  # a tokenizer of another architecture: tokenizer-lineage-mismatch
             candidates = sources["config"] or []
     else:
-        candidates = fits(list(dict.fromkeys(f for name in ("config", "template", "weights", "card")
+        candidates = fits(list(dict.fromkeys(f for name in ("config", "adapter", "template", "weights", "card")
                                              for f in sources[name] or []))) or []
 
     def score(fam: Family) -> float:
@@ -321,7 +334,8 @@ def _confidence(repo: ModelRepo, evidence: list[str], has_tokenizer: bool) -> st
     if has_tokenizer:
         return "low"  # the tokenizer itself said nothing for this family
     exact = registry.variant_of_template(_template_sha(repo) or "") is not None
-    return "medium" if "config" in evidence or (exact and "template" in evidence) else "low"
+    decisive = "config" in evidence or "adapter" in evidence  # exact dimensions, or the base PEFT loads
+    return "medium" if decisive or (exact and "template" in evidence) else "low"
 
 
 def _variant(repo: ModelRepo, fam: Family) -> Variant | None:

@@ -32,7 +32,9 @@ METADATA_JSON_FILES = (
     "vocab.json",
     "model.safetensors.index.json",
     "pytorch_model.bin.index.json",
+    "adapter_config.json",
 )
+ADAPTER_CONFIG = "adapter_config.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 # Same shape as huggingface_hub's REGEX_YAML_BLOCK, so we agree with the Hub on what
@@ -245,6 +247,20 @@ class ModelRepo:
     @property
     def tokenizer_json(self) -> dict[str, Any] | None:
         return self.json_object("tokenizer.json")
+
+    @property
+    def adapter_config(self) -> dict[str, Any] | None:
+        """adapter_config.json of a PEFT adapter repository (None when this is not one)."""
+        return self.json_object(ADAPTER_CONFIG) if self.exists(ADAPTER_CONFIG) else None
+
+    @property
+    def is_adapter(self) -> bool:
+        """A PEFT adapter: adapter_config.json, and any weights are the adapter's own."""
+        return self.exists(ADAPTER_CONFIG) and all(self.is_adapter_file(f) for f in self.weight_files)
+
+    @staticmethod
+    def is_adapter_file(rel: str) -> bool:
+        return rel.rsplit("/", 1)[-1].startswith("adapter_model")
 
     @cached_property
     def tokenizer(self):

@@ -151,3 +151,17 @@ def test_architectures_table_knows_the_families():
     for fam in FAMILIES:
         for model_type in fam.model_types:
             assert model_type in table, (fam.key, model_type)
+
+
+@pytest.mark.parametrize("pair", [p for p in VARIANTS if p[1].sampling], ids=variant_id)
+def test_recorded_sampling_is_upstreams_generation_config(pair):
+    """generation-config compares greedy fine-tunes with these values: each is exactly what
+    the named upstream generation_config.json says."""
+    _, variant = pair
+    repo_id, _, file = variant.sampling["source"].partition(" ")
+    assert file == "generation_config.json"
+    folder = folder_of(repo_id)
+    assert folder is not None, f"{repo_id} must be in ../shared/upstream to record its sampling"
+    upstream = json.loads((folder / file).read_text(encoding="utf-8"))
+    recorded = {k: v for k, v in variant.sampling.items() if k != "source"}
+    assert recorded == {k: upstream[k] for k in ("do_sample", "temperature", "top_p", "top_k") if upstream.get(k) is not None}

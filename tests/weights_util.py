@@ -18,7 +18,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "U8": 1}
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "U8": 1, "I8": 1, "I32": 4, "U32": 4, "F8_E4M3": 1}
 
 
 @lru_cache(maxsize=None)
@@ -53,6 +53,23 @@ def header_bytes(tensors: dict[str, tuple[int, ...]], dtype: str = "BF16", metad
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # safetensors pads the header to 8 bytes
     return struct.pack("<Q", len(raw)) + raw, offset
+
+
+def write_mixed_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]],
+                            metadata: dict | None = None) -> int:
+    """Like write_sparse_safetensors, with a dtype per tensor: name -> (dtype, shape)."""
+    header: dict = {"__metadata__": metadata or {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        size = math.prod(shape) * DTYPE_BYTES[dtype]
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+    os.truncate(path, 8 + len(raw) + offset)
+    return offset
 
 
 def write_sparse_safetensors(path: Path, tensors: dict[str, tuple[int, ...]], dtype: str = "BF16") -> int:

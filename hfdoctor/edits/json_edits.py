@@ -46,6 +46,30 @@ def json_add_to_id_list(repo: ModelRepo, file: str, pointer: str, token_id: int)
     return _json_edit(repo, file, pointer, wanted, lambda d, style: jsontext.add_to_id_list(d, pointer, token_id, style))
 
 
+def json_remove_member(repo: ModelRepo, file: str, pointer: str) -> Edit | None:
+    """The edit that deletes the member at `pointer` (with its comma), or None when it is
+    absent or the result is not exactly the old document without it."""
+    data, obj = repo.raw(file), repo.json(file)
+    if data is None or obj is None:
+        return None
+    span = jsontext.member_removal_span(data, pointer)
+    if span is None:
+        return None
+    parts = jsontext.parse_pointer(pointer)
+    expected = copy.deepcopy(obj)
+    node = _resolve(expected, parts[:-1])
+    if not isinstance(node, dict) or parts[-1] not in node:
+        return None
+    del node[parts[-1]]
+    patched = data[: span[0]] + data[span[1]:]
+    try:
+        if json.loads(patched) != expected:
+            return None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return Edit(file, span[0], span[1], "")
+
+
 def json_set_values(repo: ModelRepo, file: str, values: dict[str, Any]) -> Edit | None:
     """One edit that makes each pointer of `values` hold its value (several keys of one
     file in one fix: edits of one file must not insert at the same point). The members

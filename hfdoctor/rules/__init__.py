@@ -9,7 +9,7 @@ import it inside their check functions.
 
 from __future__ import annotations
 
-from hfdoctor.rules import card, config, config_consistency, generation, security, special_tokens, template, tokenizer, weights
+from hfdoctor.rules import adapter, card, config, config_consistency, generation, quantization, security, special_tokens, template, tokenizer, weights
 from hfdoctor.rules.base import Rule
 
 ALL_RULES: list[Rule] = [
@@ -21,6 +21,8 @@ ALL_RULES: list[Rule] = [
     *template.RULES,
     *card.RULES,
     *weights.RULES,
+    *quantization.RULES,
+    *adapter.RULES,
     *security.RULES,
 ]
 

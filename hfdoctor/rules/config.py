@@ -23,6 +23,9 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     (never opened in a way that could block); a tokenizer.json above the size hfdoctor
     reads (256 MB; 64 MB for any other metadata file).
 
+    A PEFT adapter (adapter_config.json beside adapter_model.safetensors) needs no
+    config.json: its base model has one; adapter-inconsistent checks it.
+
     Fix: none automatic; the finding names the file, line and parser error. Rules that
     need the file are skipped (never crash) until it is repaired.
     """
@@ -33,7 +36,7 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if problem.kind == "outside":
             continue  # symlink-outside-repo says it
         yield self.finding(repo, f"{problem.file} {problem.message}", file=problem.file, line=problem.line)
-    if repo.config is None and "config.json" not in repo.problems and repo.weight_files:
+    if repo.config is None and "config.json" not in repo.problems and repo.weight_files and not repo.is_adapter:
         yield self.finding(
             repo,
             "config.json is missing but the repository ships weights: no loader can tell which "

@@ -17,6 +17,7 @@ from hfdoctor.rules.base import Rule, rule
 from hfdoctor.weights.expected import CannotVerify, ConfigRejected, expected_layout
 from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, repo_weights
 from hfdoctor.weights.layout import looks_like, repo_layout
+from hfdoctor.weights.quantized import quantized_modules
 
 EXAMPLES = 3
 
@@ -258,6 +259,8 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     config = repo.config
     if not tensors or config is None:
         return
+    if config.get("quantization_config") or config.get("quantization") or quantized_modules(tensors, None):
+        return  # quantized tensors are not the model's parameters: quantization-inconsistent checks them
     layout = repo_layout(repo)
     where = _weights_file(repo)
     if layout is not None:

@@ -1,0 +1,183 @@
+"""adapter-inconsistent on real PEFT adapters (made with peft on a SmolLM2-sized model), on
+broken copies whose harm PEFT itself shows, and on adapter configs published on GitHub."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import UPSTREAM, check_json, run_cli
+from hfdoctor.check import run_rules
+from hfdoctor.repo import ModelRepo
+from hfdoctor.rules import selected_rules
+from hfdoctor.upstream import Upstream
+
+OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
+CORPUS = Path(__file__).resolve().parent / "corpus" / "adapters" / "adapters.json"
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def dump(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def findings(folder: Path):
+    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules(["ADP001"]))
+    assert not internal, internal
+    return found
+
+
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory, smollm2_checkpoint):
+    """A model of SmolLM2-135M's architecture and size (random weights) saved by transformers."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(smollm2_checkpoint)
+    model = AutoModelForCausalLM.from_config(config)
+    folder = tmp_path_factory.mktemp("base") / "SmolLM2-135M"
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory, base_model):
+    """A real LoRA adapter saved by peft (r=8 on q_proj/v_proj), as PEFT writes it: its
+    base_model_name_or_path is the training machine's folder."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base_model)
+    peft_model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
+                                                  task_type="CAUSAL_LM"))
+    folder = tmp_path_factory.mktemp("adapter") / "smol-lora"
+    peft_model.save_pretrained(folder)
+    return folder
+
+
+def copy_adapter(adapter: Path, tmp_path: Path, base: str | None = SMOLLM2, card_base: str | None = SMOLLM2,
+                 **config_changes) -> Path:
+    folder = tmp_path / "lora"
+    shutil.copytree(adapter, folder)
+    config = load(folder / "adapter_config.json")
+    if base is not None:
+        config["base_model_name_or_path"] = base
+    config.update(config_changes)
+    dump(folder / "adapter_config.json", config)
+    if card_base is not None:
+        (folder / "README.md").write_text(f"---\nbase_model: {card_base}\nlibrary_name: peft\nlicense: apache-2.0\n"
+                                          "pipeline_tag: text-generation\n---\n# LoRA\n", encoding="utf-8")
+    return folder
+
+
+def peft_loads(base_model: Path, folder: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_model), folder)
+
+
+def test_clean_adapter_loads_and_is_silent(adapter, base_model, tmp_path):
+    folder = copy_adapter(adapter, tmp_path)
+    peft_loads(base_model, folder)
+    assert findings(folder) == []
+    report, _ = check_json(folder)
+    # A PEFT repo needs no config.json: no false file-unreadable.
+    assert "file-unreadable" not in {f["rule"] for f in report["findings"]}, report["findings"]
+    assert report["lineage"]["family"] == "smollm2" and "adapter" in report["lineage"]["evidence"]
+
+
+def test_local_base_path_as_peft_writes_it(adapter, tmp_path):
+    folder = copy_adapter(adapter, tmp_path, base=None)
+    assert load(folder / "adapter_config.json")["base_model_name_or_path"].startswith("/")
+    [finding] = findings(folder)
+    assert "a folder of the machine that trained it" in finding.message and SMOLLM2 in finding.message
+    assert str(finding.fix.applicability) == "unsafe"
+    run_cli("fix", "--unsafe-fixes", str(folder))
+    assert load(folder / "adapter_config.json")["base_model_name_or_path"] == SMOLLM2 and findings(folder) == []
+
+
+def test_rank_that_differs_from_the_weights(adapter, base_model, tmp_path):
+    folder = copy_adapter(adapter, tmp_path, r=16)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        peft_loads(base_model, folder)
+    [finding] = findings(folder)
+    assert str(finding.severity) == "error" and "rank 8 but adapter_config.json gives r=16" in finding.message
+
+
+def test_targets_without_weights_and_weights_without_targets(adapter, tmp_path):
+    folder = copy_adapter(adapter, tmp_path, target_modules=["q_proj", "v_proj", "query_key_value"])
+    [finding] = findings(folder)
+    assert "names query_key_value but the adapter holds no LoRA weights" in finding.message
+    folder2 = copy_adapter(adapter, tmp_path / "b", target_modules=["q_proj"])
+    [finding] = findings(folder2)
+    assert "LoRA weights for 30 modules target_modules does not match" in finding.message
+
+
+def test_base_of_another_size(adapter, tmp_path):
+    folder = copy_adapter(adapter, tmp_path, base="Qwen/Qwen3-8B", card_base="Qwen/Qwen3-8B")
+    [finding] = findings(folder)
+    assert str(finding.severity) == "error" and "does not fit Qwen/Qwen3-8B (hidden size 4096" in finding.message
+    assert "reads 576 features" in finding.message
+
+
+def test_card_of_another_family(adapter, tmp_path):
+    folder = copy_adapter(adapter, tmp_path, card_base="meta-llama/Llama-3.2-1B-Instruct")
+    [finding] = findings(folder)
+    assert str(finding.severity) == "error" and "model card's base_model is 'meta-llama/Llama-3.2-1B-Instruct'" \
+        in finding.message
+
+
+def test_quantized_base_copy(adapter, tmp_path):
+    folder = copy_adapter(adapter, tmp_path, base="unsloth/SmolLM2-135M-Instruct-bnb-4bit", card_base=None)
+    [finding] = findings(folder)
+    assert "a quantized copy" in finding.message and f"({SMOLLM2})" in finding.message
+
+
+def test_modules_to_save_is_refused_by_vllm(base_model, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base_model)
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj"], modules_to_save=["lm_head"],
+                                                  task_type="CAUSAL_LM"))
+    peft_model.save_pretrained(tmp_path / "raw")
+    folder = copy_adapter(tmp_path / "raw", tmp_path)
+    [finding] = findings(folder)
+    assert "modules_to_save being None" in finding.message and "lm_head" in finding.message
+
+
+def test_no_adapter_weights(adapter, tmp_path):
+    folder = copy_adapter(adapter, tmp_path)
+    (folder / "adapter_model.safetensors").unlink()
+    [finding] = findings(folder)
+    assert "no adapter_model.safetensors" in finding.message
+
+
+def test_published_adapter_configs():
+    """Base references in adapter configs people publish, against a hand label each."""
+    corpus = load(CORPUS)
+    said = {"local": "a folder of the machine", "quantized": "a quantized copy", "missing": "names no base"}
+    cases = [(entry["config"].get("base_model_name_or_path"), entry["config"], entry["base_kind"], entry["repo"])
+             for entry in corpus["files"]]
+    cases += [(q["value"], {"base_model_name_or_path": q["value"], "peft_type": "LORA"}, q["base_kind"], q["source"])
+              for q in corpus["quoted_values"]]
+    import tempfile
+
+    for _, config, kind, where in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            dump(Path(tmp) / "adapter_config.json", config)
+            messages = [f.message for f in findings(Path(tmp)) if "no adapter_model" not in f.message]
+        base_messages = [m for m in messages if any(s in m for s in said.values())]
+        if kind == "hub":
+            assert base_messages == [], (where, messages)
+        else:
+            assert len(base_messages) == 1 and said[kind] in base_messages[0], (where, messages)
