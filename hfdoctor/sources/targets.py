@@ -28,7 +28,8 @@ REPO_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,9
 # The files rules read from a Hub repo's metadata; a cached snapshot is complete when it
 # has each of them or knows it does not exist. (vocab.json counts only without tokenizer.json.)
 RULE_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json",
-              "special_tokens_map.json", "chat_template.jinja", "chat_template.json", "README.md")
+              "special_tokens_map.json", "chat_template.jinja", "chat_template.json", "README.md",
+              "adapter_config.json")
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def cached_snapshot(repo_id: str, revision: str | None) -> Source:
     needed = list(RULE_FILES)
     if not (snapshot / "tokenizer.json").exists() and not (absent / "tokenizer.json").exists():
         needed.append("vocab.json")
+    if (snapshot / "config.json").exists():
+        needed.remove("adapter_config.json")  # a model, not a PEFT adapter (caches made before may not record it)
     unknown = [name for name in needed if not (snapshot / name).exists() and not (absent / name).exists()]
     if unknown:
         raise SourceError(
