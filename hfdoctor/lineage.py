@@ -144,9 +144,18 @@ def config_families(repo: ModelRepo) -> list[Family]:
     return [f for f in registry.families() if model_type in f.model_types] if model_type else []
 
 
+# GGUF `general.architecture` names that are not transformers' model_type.
+GGUF_ARCHITECTURES = {"qwen2moe": "qwen2_moe", "qwen3moe": "qwen3_moe", "gpt-oss": "gpt_oss", "deepseek2": "deepseek_v3",
+                      "command-r": "cohere", "cohere2": "cohere2", "granitehybrid": "granitemoehybrid"}
+
+
 def architecture(repo: ModelRepo) -> str | None:
-    """The model_type the checkpoint declares (config.json, text_config for wrappers)."""
+    """The model_type the checkpoint declares (config.json, text_config for wrappers; a
+    GGUF-only repository's general.architecture)."""
     value = registry.config_value(repo.config, "model_type") if repo.config else None
+    if value is None and repo.config is None and repo.gguf_tokenizer is not None:
+        arch = repo.gguf.headers[repo.gguf_tokenizer.file].architecture
+        value = GGUF_ARCHITECTURES.get(arch, arch) if arch else None
     return value if isinstance(value, str) and value else None
 
 

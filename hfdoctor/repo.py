@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hfdoctor import jsontext
+from hfdoctor.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
 from hfdoctor.upstream import Upstream
@@ -61,6 +62,8 @@ class TemplateSource:
 
     @property
     def where(self) -> str:
+        if self.pointer and not self.pointer.startswith("/"):  # a GGUF metadata key
+            return f"{self.file} ({self.pointer})"
         return f"{self.file}{self.pointer or ''}"
 
 
@@ -206,6 +209,8 @@ class ModelRepo:
             card = self.card
             key = jsontext.parse_pointer(pointer)[0] if pointer.startswith("/") else pointer
             return card.key_lines.get(key) if card else None
+        if not rel.endswith(".json"):
+            return None  # a GGUF metadata key has no line
         data = self._raw.get(rel) or self.raw(rel)
         if data is None:
             return None
@@ -263,6 +268,19 @@ class ModelRepo:
         return rel.rsplit("/", 1)[-1].startswith("adapter_model")
 
     @cached_property
+    def gguf(self) -> GgufFiles:
+        """The GGUF files' headers (metadata and tensor shapes, never tensor data)."""
+        return read_gguf_files(self.source, [f for f in self.weight_files if f.endswith(".gguf")])
+
+    @cached_property
+    def gguf_tokenizer(self) -> GgufTokenizer | None:
+        """The GGUF's tokenizer, when the repo has no tokenizer files of its own: what llama.cpp
+        and every rule then read (vocabulary, special tokens, templates)."""
+        if any(self.exists(f) for f in ("tokenizer.json", "vocab.json", "tokenizer_config.json")):
+            return None
+        return self.gguf.primary
+
+    @cached_property
     def tokenizer(self):
         """A `tokenizers.Tokenizer` built from tokenizer.json, or None."""
         if self.tokenizer_json is None:
@@ -282,6 +300,8 @@ class ModelRepo:
         From tokenizer.json when present, else vocab.json + added_tokens.json +
         added_tokens_decoder (the slow-tokenizer layout). None when neither exists.
         """
+        if self.gguf_tokenizer is not None:
+            return dict(self.gguf_tokenizer.vocab) or None
         vocab: dict[str, int] = {}
         tok = self.tokenizer_json
         if tok is not None:
@@ -335,7 +355,9 @@ class ModelRepo:
     @cached_property
     def added_token_strings(self) -> frozenset[str]:
         """Every added/special token text, from tokenizer.json and tokenizer_config.json."""
-        return frozenset(t for t in (*self.tokenizer_json_added.values(), *self.added_tokens_decoder.values()) if t)
+        gguf = self.gguf_tokenizer.added if self.gguf_tokenizer is not None else ()
+        return frozenset(t for t in (*self.tokenizer_json_added.values(), *self.added_tokens_decoder.values(), *gguf)
+                         if t)
 
     def token_id(self, token: str) -> int | None:
         return (self.vocab or {}).get(token)
@@ -345,7 +367,7 @@ class ModelRepo:
         for source in (self.tokenizer_config, self.special_tokens_map):
             if source and key in source:
                 return token_content(source[key])
-        return None
+        return self.gguf_tokenizer.specials.get(key) if self.gguf_tokenizer is not None else None
 
     @property
     def eos_ids(self) -> list[int]:
@@ -353,12 +375,16 @@ class ModelRepo:
         gen = self.generation_config
         if gen is not None and "eos_token_id" in gen:
             return as_id_list(gen["eos_token_id"])
+        if self.config is None and self.gguf_tokenizer is not None:
+            return list(self.gguf_tokenizer.stop_ids)
         return as_id_list((self.config or {}).get("eos_token_id"))
 
     @property
     def eos_ids_source(self) -> str:
         gen = self.generation_config
-        return "generation_config.json" if gen is not None and "eos_token_id" in gen else "config.json"
+        if gen is not None and "eos_token_id" in gen:
+            return "generation_config.json"
+        return self.gguf_tokenizer.file if self.config is None and self.gguf_tokenizer is not None else "config.json"
 
     # --- chat templates -----------------------------------------------------------
 
@@ -387,6 +413,8 @@ class ModelRepo:
             sources.extend(self._templates_in(chat_json, "chat_template.json"))
         if self.tokenizer_config is not None:
             sources.extend(self._templates_in(self.tokenizer_config, "tokenizer_config.json"))
+        for rel, tokenizer in self.gguf.tokenizers.items():  # llama.cpp's: after every file transformers reads
+            sources.extend(TemplateSource(name, rel, key, text) for name, key, text in tokenizer.templates)
         return sources
 
     def _templates_in(self, obj: dict[str, Any], rel: str) -> list[TemplateSource]:

@@ -224,13 +224,29 @@ def git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def model_git_repo(tmp_path) -> Path:
+    """Qwen3-8B's files committed as the Hub holds them: tokenizer.json (11 MB) as a git-lfs
+    pointer whose object is in .git/lfs/objects, which is what `git lfs` would commit."""
+    import hashlib
+
     repo = tmp_path / "model"
     shutil.copytree(UPSTREAM / "Qwen--Qwen3-8B", repo)
+    (repo / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
+                                         "tokenizer.json filter=lfs diff=lfs merge=lfs -text\n")
     git(repo, "init", "-q")
     git(repo, "config", "user.email", "t@example.com")
     git(repo, "config", "user.name", "t")
     git(repo, "add", "-A")
+    data = (repo / "tokenizer.json").read_bytes()
+    oid = hashlib.sha256(data).hexdigest()
+    store = repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4]
+    store.mkdir(parents=True)
+    (store / oid).write_bytes(data)
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n"
+    blob = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=pointer.encode(),
+                          capture_output=True, check=True).stdout.decode().strip()
+    git(repo, "update-index", "--cacheinfo", f"100644,{blob},tokenizer.json")
     git(repo, "commit", "-qm", "upstream")
+    git(repo, "config", "filter.lfs.clean", "git-lfs clean -- %f")
     return repo
 
 

@@ -128,6 +128,8 @@ _MISSING = object()
 
 
 def _json_edit(repo: ModelRepo, file: str, pointer: str, wanted: Any, make) -> Edit | None:
+    if not file.endswith(".json"):
+        return None  # a template inside a GGUF is metadata of a binary file: never edited
     data = repo.raw(file)
     obj = repo.json(file)
     if data is None or obj is None:

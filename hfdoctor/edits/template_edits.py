@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 def missing_template_fix(repo: ModelRepo, variant: Variant) -> tuple[Fix | None, str]:
     """The upstream canonical template of `variant`, inserted where this repo keeps
     templates, plus a short note for the finding's message."""
+    if repo.gguf_tokenizer is not None:
+        return None, "Re-convert the GGUF with the upstream template (llama.cpp reads tokenizer.chat_template)."
     lookup = canonical_template(repo.upstream, variant)
     pinned = variant.template
     if lookup.text is None or pinned is None:
@@ -51,6 +53,8 @@ def _keeps_jinja_templates(repo: ModelRepo) -> bool:
 
 def replace_template_fix(repo: ModelRepo, source: "TemplateSource", text: str, title: str) -> Fix | None:
     """Unsafe fix: the whole template replaced by `text` (local edits are lost)."""
+    if source.file.endswith(".gguf"):
+        return None  # GGUF metadata is rewritten by re-converting, not edited in place
     if source.pointer is not None:
         edit = json_set_value(repo, source.file, source.pointer, text)
     else:

@@ -24,7 +24,8 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     reads (256 MB; 64 MB for any other metadata file).
 
     A PEFT adapter (adapter_config.json beside adapter_model.safetensors) needs no
-    config.json: its base model has one; adapter-inconsistent checks it.
+    config.json: its base model has one; adapter-inconsistent checks it. Neither does a
+    repository of GGUF files: each carries its architecture, tokenizer and template.
 
     Fix: none automatic; the finding names the file, line and parser error. Rules that
     need the file are skipped (never crash) until it is repaired.
@@ -36,7 +37,9 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if problem.kind == "outside":
             continue  # symlink-outside-repo says it
         yield self.finding(repo, f"{problem.file} {problem.message}", file=problem.file, line=problem.line)
-    if repo.config is None and "config.json" not in repo.problems and repo.weight_files and not repo.is_adapter:
+    gguf_only = all(f.endswith(".gguf") for f in repo.weight_files)  # a GGUF carries its own config
+    if repo.config is None and "config.json" not in repo.problems and repo.weight_files and not repo.is_adapter \
+            and not gguf_only:
         yield self.finding(
             repo,
             "config.json is missing but the repository ships weights: no loader can tell which "

@@ -80,8 +80,8 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     `<|endoftext|>` document separator that ChatML families pad with.
     """
     pad = repo.special_token("pad_token")
-    if pad is None:
-        return
+    if pad is None or repo.gguf_tokenizer is not None:
+        return  # (a GGUF-only repository is served by llama.cpp, not fine-tuned)
     lineage = lineage_mod.detect(repo)
     fam = lineage.family_ref
     if not lineage_mod.chat_evidence(repo, fam, lineage.variant_ref):

@@ -69,6 +69,7 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                     + ": generation would stop on (or pad with) an id the tokenizer cannot produce.",
                     file=rel, pointer=pointer,
                 )
+    yield from _gguf_disagreements(repo, self)
     # The tokenizer's own eos must be one of the ids generation stops on.
     eos = repo.special_token("eos_token")
     eos_id = repo.token_id(eos) if eos else None
@@ -80,6 +81,31 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "config disagree on where a reply ends.",
             file=repo.eos_ids_source, pointer="/eos_token_id", severity=Severity.WARNING,
         )
+
+
+def _gguf_disagreements(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """GGUF files beside the tokenizer files: llama.cpp reads the GGUF's copy, transformers the files."""
+    vocab = repo.vocab
+    if repo.gguf_tokenizer is not None or not vocab:
+        return  # a GGUF-only repo: the GGUF is the tokenizer
+    for rel, gguf in repo.gguf.tokenizers.items():
+        # convert_hf_to_gguf pads the list up to vocab_size; every real token keeps its id.
+        moved = [t for t, i in vocab.items() if gguf.vocab.get(t) != i]
+        if moved:
+            yield self.finding(
+                repo, f"{rel} carries another vocabulary than the tokenizer files ({len(moved)} tokens are missing or "
+                f"have other ids there, e.g. {moved[0]!r}): llama.cpp and transformers tokenize differently.",
+                file=rel, severity=Severity.WARNING,
+            )
+            continue
+        for key in ("bos_token", "eos_token"):
+            ours, theirs = repo.special_token(key), gguf.specials.get(key)
+            if ours and theirs and ours != theirs:
+                yield self.finding(
+                    repo, f"{rel} says {key} is {theirs!r}, the tokenizer files say {ours!r}: llama.cpp and "
+                    "transformers start or stop sequences on different tokens. Re-convert the GGUF from these files.",
+                    file=rel, severity=Severity.WARNING,
+                )
 
 
 @rule("TOK002", "added-tokens-inconsistent", Severity.ERROR)

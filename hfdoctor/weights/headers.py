@@ -283,6 +283,8 @@ def repo_weights(repo: "ModelRepo") -> RepoWeights:
         try:
             if rel.endswith(".safetensors"):
                 view.headers[rel] = read_safetensors_header(source, rel)
+            elif rel.endswith(".gguf") and rel in repo.gguf.errors:
+                raise WeightFileError(repo.gguf.errors[rel])
             elif _file_size(source, rel) == 0:
                 raise WeightFileError("is empty (0 bytes)")
         except WeightFileError as err:

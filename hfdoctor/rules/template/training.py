@@ -96,6 +96,8 @@ def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     turn, or pass the same kwargs (e.g. enable_thinking=False) in training and serving.
     """
 
+    if repo.gguf_tokenizer is not None:
+        return  # a GGUF-only repository is served by llama.cpp, not fine-tuned
     found = default_template(repo)
     if found is None:
         return
@@ -148,6 +150,8 @@ def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     `{% generation %}...{% endgeneration %}`.
     """
 
+    if repo.gguf_tokenizer is not None:
+        return  # a GGUF-only repository is served by llama.cpp, not fine-tuned
     found = default_template(repo)
     if found is None:
         return

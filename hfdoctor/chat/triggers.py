@@ -1,0 +1,103 @@
+"""What a chat template does on purpose, read from its source: branches on message content, and the text it emits.
+
+A backdoored template renders every standard conversation exactly like the real one and
+changes its output only when a message contains a trigger (a rare word, a code phrase):
+rendering cannot find it, reading the source can. This module parses the template
+(jinja2's parser only: nothing is rendered or executed) and reports:
+
+- content triggers: `if` conditions that compare a message's content (`message.content`,
+  `message['content']`, or a variable set from them) with a string literal through `in`,
+  `==`, `!=`, `startswith`, `endswith`, `find`, `count` or `index`, with the text the branch
+  emits;
+- emitted literals: every string the template writes (template data and string constants
+  in `{{ }}`), with its line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jinja2 import nodes
+
+from hfdoctor.chat.render import make_environment
+
+CONTENT_KEYS = {"content", "reasoning_content", "thinking"}
+STRING_METHODS = {"startswith", "endswith", "find", "count", "index", "rfind", "rindex", "__contains__"}
+
+
+@dataclass(frozen=True)
+class Trigger:
+    line: int
+    literal: str
+    emitted: tuple[str, ...]  # the literal text the branch writes
+
+
+@dataclass
+class TemplateText:
+    triggers: list[Trigger] = field(default_factory=list)
+    emitted: list[tuple[int, str]] = field(default_factory=list)  # (line, text)
+
+
+def _refers_to_content(node: nodes.Node, content_vars: set[str]) -> bool:
+    """Whether an expression is (derived from) a message's content."""
+    for sub in [node, *node.find_all(nodes.Node)]:
+        if isinstance(sub, nodes.Getattr) and sub.attr in CONTENT_KEYS:
+            return True
+        if isinstance(sub, nodes.Getitem) and isinstance(sub.arg, nodes.Const) and sub.arg.value in CONTENT_KEYS:
+            return True
+        if isinstance(sub, nodes.Name) and sub.name in content_vars:
+            return True
+    return False
+
+
+def _literals_tested(test: nodes.Node, content_vars: set[str]) -> list[str]:
+    """String literals the condition compares message content with."""
+    found = []
+    for cmp in [test, *test.find_all(nodes.Compare)]:
+        if not isinstance(cmp, nodes.Compare):
+            continue
+        sides = [cmp.expr, *(op.expr for op in cmp.ops)]
+        ops = {op.op for op in cmp.ops}
+        if not ops & {"in", "notin", "eq", "ne"}:
+            continue
+        consts = [s.value for s in sides if isinstance(s, nodes.Const) and isinstance(s.value, str)]
+        if consts and any(_refers_to_content(s, content_vars) for s in sides if not isinstance(s, nodes.Const)):
+            found.extend(consts)
+    for call in test.find_all(nodes.Call):
+        if isinstance(call.node, nodes.Getattr) and call.node.attr in STRING_METHODS \
+                and _refers_to_content(call.node.node, content_vars):
+            found.extend(a.value for a in call.args if isinstance(a, nodes.Const) and isinstance(a.value, str))
+    return found
+
+
+def _emitted(body: list[nodes.Node]) -> list[tuple[int, str]]:
+    out = []
+    for node in body:
+        for output in [node, *node.find_all(nodes.Output)]:
+            if not isinstance(output, nodes.Output):
+                continue
+            for child in output.nodes:
+                if isinstance(child, nodes.TemplateData) and child.data.strip():
+                    out.append((child.lineno, child.data))
+                for const in [child, *child.find_all(nodes.Const)]:
+                    if isinstance(const, nodes.Const) and isinstance(const.value, str) and const.value.strip():
+                        out.append((const.lineno, const.value))
+    return out
+
+
+def read_template(text: str) -> TemplateText | None:
+    """Triggers and emitted text of a template; None when it does not parse (syntax-error says why)."""
+    try:
+        tree = make_environment().parse(text)  # transformers' environment: {% generation %} parses
+    except Exception:  # TemplateSyntaxError and friends: chat-template-syntax-error reports it
+        return None
+    content_vars: set[str] = set()
+    for assign in tree.find_all(nodes.Assign):
+        if isinstance(assign.target, nodes.Name) and _refers_to_content(assign.node, content_vars):
+            content_vars.add(assign.target.name)
+    result = TemplateText(emitted=_emitted(tree.body))
+    for branch in tree.find_all(nodes.If):
+        for literal in _literals_tested(branch.test, content_vars):
+            emitted = tuple(dict.fromkeys(t for _, t in _emitted(branch.body)))
+            result.triggers.append(Trigger(branch.test.lineno, literal, emitted))
+    return result
