@@ -283,3 +283,15 @@ def test_gguf_repo_on_the_hub_reads_the_header_only(tmp_path, monkeypatch):
     assert {(f.rule, f.message) for f in report.findings} == {(f.rule, f.message) for f in on_disk.findings}
     assert report.lineage["family"] == "smollm2"
     assert sent < 0.1 * smollm2_gguf().stat().st_size, sent
+
+
+def test_gguf_template_drift_from_its_family(tmp_path):
+    """ggufdoctor's finding: GGUFs whose template renders differently from their source."""
+    folder = tmp_path / "drifted"
+    folder.mkdir()
+    template = (QWEN3 / "chat_template.jinja").read_text().replace("'<|im_start|>' + message.role + '\\n'",
+                                                                   "'<|im_start|>' + message.role + ':\\n'")
+    assert template != (QWEN3 / "chat_template.jinja").read_text()
+    write_gguf(folder / "model-Q4_K_M.gguf", QWEN3, template)
+    [finding] = findings(folder, "TPL013")
+    assert finding.file == "model-Q4_K_M.gguf" and "Qwen/Qwen3" in finding.message and finding.fix is None
