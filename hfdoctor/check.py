@@ -6,6 +6,7 @@ import traceback
 from pathlib import Path
 
 from hfdoctor import lineage
+from hfdoctor.compat.assess import assess, section
 from hfdoctor.findings import Finding, Report
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules import selected_rules
@@ -64,4 +65,8 @@ def check_repo(
     if source.kind != "directory":
         report.sections["source"] = {"kind": source.kind, "downloaded_bytes": source.bytes_read()}
     report.sections.update(repo.report_sections)
+    try:
+        report.sections["compat"] = section(repo, assess(repo))
+    except Exception as err:  # a bug in hfdoctor, never the repo's fault
+        report.internal_errors.append(f"compat crashed: {type(err).__name__}: {err}")
     return report

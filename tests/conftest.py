@@ -13,6 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Real upstream metadata lives beside the project (never copied into it).
+# @huggingface/jinja, when .ci/run (npm) installed it beside the project: the tests render with it.
+if (ROOT / ".node" / "node_modules" / "@huggingface" / "jinja").is_dir():
+    os.environ.setdefault("HFDOCTOR_NODE_MODULES", str(ROOT / ".node" / "node_modules"))
 UPSTREAM = Path(os.environ.get("HFDOCTOR_TEST_UPSTREAM", ROOT.parent / "shared" / "upstream")).resolve()
 
 if not UPSTREAM.is_dir():

@@ -56,7 +56,9 @@ def test_an_unknown_vocabulary_on_a_known_architecture_is_family_unknown(smollm2
     report = check_repo(repo)
     assert report.lineage["family"] is None and report.lineage["architecture"] == "llama"
     assert report.lineage["confidence"] == "none"
-    assert "template-drift" not in rules_of(report) and not [f for f in report.findings if f.severity >= 3]
+    # (the fixture is saved by transformers 5: its rope_theta error for 4.x consumers is true and unrelated)
+    assert "template-drift" not in rules_of(report)
+    assert not [f for f in report.findings if f.severity >= 3 and f.rule != "consumer-incompatible"]
     before = (smollm2 / "chat_template.jinja").read_bytes()
     plan = plan_fixes(smollm2, upstream=OFFLINE, unsafe_fixes=True)
     assert "chat_template.jinja" not in plan.changed and before == (smollm2 / "chat_template.jinja").read_bytes()

@@ -15,8 +15,12 @@ from conftest import ROOT, UPSTREAM
 sys.path.insert(0, str(ROOT / "tests" / "corpus"))
 import judge  # noqa: E402
 
+from hfdoctor.chat import engines  # noqa: E402
 from hfdoctor.check import check_target  # noqa: E402
 from hfdoctor.upstream import Upstream  # noqa: E402
+
+
+HF_JINJA = engines.run_hf_jinja("{{ 1 }}", {}).unavailable is None
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +48,10 @@ def test_every_category_is_still_used(rows):
     """A category no finding matches any more is stale: delete it, or the rule lost a true finding."""
     used = {category for *_, category in rows}
     targeted_elsewhere = {k for k, c in judge.judgments()["categories"].items() if c.get("targets") == ["smollm2"]}
-    assert set(judge.judgments()["categories"]) - used - targeted_elsewhere == set()
+    # findings of an engine that is not installed here (node's @huggingface/jinja) cannot occur
+    absent = {k for k, c in judge.judgments()["categories"].items()
+              if c.get("requires") == "@huggingface/jinja" and not HF_JINJA}
+    assert set(judge.judgments()["categories"]) - used - targeted_elsewhere - absent == set()
 
 
 def test_the_real_smollm2_checkpoint_has_no_false_alarm(smollm2_checkpoint):
@@ -56,5 +63,7 @@ def test_the_real_smollm2_checkpoint_has_no_false_alarm(smollm2_checkpoint):
     # no `architectures` in the config transformers builds from a GGUF, pad_token <|im_end|>.
     assert {(rule, severity) for rule, severity, _ in found} <= {
         ("card-metadata", "warning"), ("no-assistant-mask", "info"), ("config-architecture-mismatch", "warning"),
-        ("pad-token-is-eos", "warning")}, found
+        ("pad-token-is-eos", "warning"),
+        # saved by transformers 5: true for 4.x consumers (tests/test_compat.py)
+        ("consumer-incompatible", "error"), ("consumer-incompatible", "warning")}, found
     assert all(category is not None for *_, category in found)

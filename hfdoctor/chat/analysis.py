@@ -236,6 +236,11 @@ def analyze(repo: "ModelRepo", text: str, *, tool_use: bool = False) -> Template
     return per_repo[key]
 
 
+def cached_analysis(repo: "ModelRepo", text: str) -> TemplateAnalysis | None:
+    """The analysis of `text` if a rule has made it for this repo (default render mode)."""
+    return _CACHE.get(repo, {}).get((text, False))
+
+
 def analyze_source(repo: "ModelRepo", source: Any) -> TemplateAnalysis:
     """The analysis of a TemplateSource (a `tool_use` template is rendered with tools)."""
     return analyze(repo, source.text, tool_use=source.name == "tool_use")

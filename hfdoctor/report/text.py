@@ -57,13 +57,33 @@ def lineage_text(lin: dict[str, Any]) -> str:
 
 def write_section(console: Console, name: str, body: Any) -> None:
     """Extra sections (e.g. template capabilities) as `name: key=value, ...`."""
-    if isinstance(body, dict):
+    if name == "compat" and isinstance(body, list):
+        write_compat(console, body)
+    elif isinstance(body, dict):
         parts = []
         for key, value in body.items():
             if isinstance(value, (dict, list)) and len(str(value)) > 80:
                 continue
             parts.append(f"{key}={value}")
         console.print(f"  {escape(name)}: {escape(', '.join(parts))}", soft_wrap=True)
+
+
+COMPAT_STYLE = {"loads": "green", "caveat": "yellow", "fails": "red"}
+WHY_CHARS = 240
+
+
+def write_compat(console: Console, entries: list[dict[str, str]]) -> None:
+    """`compat: transformers-5 loads, vllm caveat, ...`, then why for each engine not plainly loading."""
+    statuses = ", ".join(f"{escape(e['engine'])} [{COMPAT_STYLE.get(e['status'], 'default')}]{e['status']}[/]"
+                         for e in entries)
+    console.print(f"  compat: {statuses}", soft_wrap=True)
+    grouped: dict[tuple[str, str], list[str]] = {}  # engines that share a status and a reason share a line
+    for e in entries:
+        if e["status"] != "loads":
+            grouped.setdefault((e["status"], e["why"]), []).append(e["engine"])
+    for (status, why), engines in grouped.items():
+        why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS] + "..."
+        console.print(f"    {escape(', '.join(engines))} {status}: {escape(why)}", soft_wrap=True)
 
 
 def write_fix_text(result: FixResult, console: Console) -> None:

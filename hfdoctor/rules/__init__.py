@@ -9,7 +9,7 @@ import it inside their check functions.
 
 from __future__ import annotations
 
-from hfdoctor.rules import adapter, card, config, config_consistency, generation, publishing, quantization, security, special_tokens, template, tokenizer, weights
+from hfdoctor.rules import adapter, card, compat, config, config_consistency, generation, publishing, quantization, security, special_tokens, template, tokenizer, weights
 from hfdoctor.rules.base import Rule
 
 ALL_RULES: list[Rule] = [
@@ -24,6 +24,7 @@ ALL_RULES: list[Rule] = [
     *quantization.RULES,
     *adapter.RULES,
     *publishing.RULES,
+    *compat.RULES,
     *security.RULES,
 ]
 

@@ -1,0 +1,298 @@
+"""The assessment of one repository against the consuming engines.
+
+Each detector reads the files and returns Problems: one fact, the engines it affects
+(caveat or fails) and why. The report's `compat` section folds them per engine; the
+compat rules (hfdoctor.rules.compat) report them as findings, with fixes where certain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from hfdoctor.compat import knowledge as kb
+from hfdoctor.compat.portability import template_portability
+from hfdoctor.repo import ModelRepo
+from hfdoctor.weights.headers import repo_weights
+
+STATUS_ORDER = {"loads": 0, "caveat": 1, "fails": 2}
+SERVE_FLAG = re.compile(r"--(reasoning|tool-call)-parser(?:[ =]+)['\"]?([A-Za-z0-9_\-]+)")
+
+
+@dataclass(frozen=True)
+class Problem:
+    rule: str  # the contract rule name that reports it
+    engines: dict[str, str]  # engine -> caveat | fails
+    why: str
+    severity: str = "warning"  # of the finding: error | warning | info | none (section only)
+    file: str | None = None
+    pointer: str | None = None
+    data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # for the rule's fix
+
+
+Detector = Callable[[ModelRepo], Iterator[Problem]]
+
+
+def _on_4x_stacks(status_4x: str) -> dict[str, str]:
+    return {"transformers-4": status_4x, **{e: "caveat" for e in kb.BUNDLES_TRANSFORMERS_4}}
+
+
+def _has_transformers_files(repo: ModelRepo) -> bool:
+    return repo.config is not None and not repo.is_adapter
+
+
+def v5_rope(repo: ModelRepo) -> Iterator[Problem]:
+    """rope_theta only inside rope_parameters (transformers 5's layout)."""
+    config = repo.config
+    if not _has_transformers_files(repo) or "rope_theta" in config:
+        return
+    rope = config.get("rope_parameters")
+    theta = rope.get("rope_theta") if isinstance(rope, dict) else None
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or float(theta) == kb.ROPE_THETA_DEFAULT_4X:
+        return
+    rope_type = rope.get("rope_type", "default")
+    scaling = (f"; its {rope_type!r} scaling (in rope_parameters) is ignored too, as 4.x reads only rope_scaling"
+               if rope_type != "default" and "rope_scaling" not in config else "")
+    yield Problem(
+        "consumer-incompatible", _on_4x_stacks("fails"),
+        f"config.json has rope_theta {theta:g} only inside rope_parameters (as transformers 5 saves it): "
+        f"transformers 4.x reads the top-level rope_theta and silently falls back to the default "
+        f"{kb.ROPE_THETA_DEFAULT_4X:g}, so every position's rotary frequency is wrong and output degrades without "
+        f"an error (vLLM, SGLang and TGI releases that bundle 4.x do the same: vLLM #42624, #44158){scaling}",
+        severity="error", file="config.json", pointer="/rope_parameters", data={"rope_theta": theta})
+
+
+def v5_tokenizer_class(repo: ModelRepo) -> Iterator[Problem]:
+    cls = (repo.tokenizer_config or {}).get("tokenizer_class")
+    if cls not in kb.V5_ONLY_TOKENIZER_CLASSES:
+        return
+    yield Problem(
+        "consumer-incompatible",
+        {**_on_4x_stacks("fails"), "llama.cpp": "fails", "mlx-lm": "caveat"},
+        f"tokenizer_config.json names tokenizer_class {cls!r}, which only transformers 5 defines: AutoTokenizer "
+        f"raises on every 4.x release, and so do llama.cpp's convert_hf_to_gguf (it runs on 4.x), mlx-lm and "
+        f"GPTQModel installed beside 4.x (unsloth #8448, transformers #47553)",
+        file="tokenizer_config.json", pointer="/tokenizer_class", data={"has_tokenizer_json": repo.tokenizer_json is not None})
+
+
+def model_type_support(repo: ModelRepo) -> Iterator[Problem]:
+    config = repo.config
+    model_type = config.get("model_type") if _has_transformers_files(repo) else None
+    if not isinstance(model_type, str) or "auto_map" in config:
+        return  # remote code is custom-code's concern
+    since = kb.transformers_since(model_type)
+    if since is None:
+        yield Problem("consumer-incompatible", {"transformers-5": "caveat", **_on_4x_stacks("fails")},
+                      f"model_type {model_type!r} is unknown to every transformers release hfdoctor knows "
+                      f"(up to {kb.newest_transformers()})", severity="none", file="config.json", pointer="/model_type")
+    elif kb.version_key(since) > kb.version_key(kb.latest_4x()):
+        yield Problem("consumer-incompatible", _on_4x_stacks("fails"),
+                      f"model_type {model_type!r} first appears in transformers {since}: no 4.x release (the newest is "
+                      f"{kb.latest_4x()}) can load it, nor can vLLM/SGLang/TGI releases bundling 4.x (vLLM #36217)",
+                      severity="info", file="config.json", pointer="/model_type")
+    mlx = kb.mlx_lm_knows(model_type)
+    if mlx is not None and not mlx[0]:
+        yield Problem("consumer-incompatible", {"mlx-lm": "fails"},
+                      f"mlx-lm {mlx[1]} has no model for model_type {model_type!r}", severity="none")
+
+
+def template_only_in_jinja(repo: ModelRepo) -> Iterator[Problem]:
+    jinja = next((s for s in repo.chat_templates if s.file == "chat_template.jinja"), None)
+    config = repo.tokenizer_config
+    if jinja is None or config is None or "chat_template" in config:
+        return
+    yield Problem(
+        "consumer-incompatible",
+        {"tgi": "fails", "transformers-4": "caveat", "open-llm-leaderboard": "fails"},
+        "the chat template is only in chat_template.jinja: TGI (#3247), transformers before "
+        f"{kb.JINJA_FILE_SINCE} and the Open LLM Leaderboard's validator read only tokenizer_config.json's "
+        "`chat_template`, so they see a model without a chat template",
+        file="tokenizer_config.json", data={"template": jinja.text})
+
+
+def portability(repo: ModelRepo) -> Iterator[Problem]:
+    source = repo.chat_template
+    if source is None:
+        return
+    engine_keys = {"minijinja": ("tgi",), "@huggingface/jinja": ("transformers.js",)}
+    for verdict in template_portability(repo, source):
+        if verdict.portable:
+            continue
+        status = "fails" if verdict.outcome == "fails" else "caveat"
+        severity = {"fails": "warning", "differs": "warning", "whitespace": "info"}[verdict.outcome]
+        yield Problem("template-portability", {e: status for e in engine_keys.get(verdict.engine, ())},
+                      f"{verdict.engine} ({', '.join(verdict.consumers)}): {verdict.detail}",
+                      severity=severity, file=source.file, pointer=source.pointer)
+
+
+def chk_hash(repo: ModelRepo) -> str | None:
+    """llama.cpp's converter's fingerprint of a byte-level BPE pre-tokenizer, or None."""
+    tok = repo.tokenizer_json
+    model = tok.get("model") if isinstance(tok, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE" or model.get("byte_fallback"):
+        return None
+    if "ByteLevel" not in str(tok.get("pre_tokenizer")):
+        return None
+    # Building a 150k-token tokenizer takes half a second: a catalog repeats the same file.
+    key = hashlib.sha256(repo.raw("tokenizer.json") or b"").hexdigest()
+    if key not in _CHK_BY_FILE:
+        if repo.tokenizer is None:
+            return None
+        # The converter encodes with transformers' AutoTokenizer; the fast tokenizer adds the
+        # post-processor's special tokens like add_special_tokens=True (checked on Qwen3, Llama 3.1).
+        ids = repo.tokenizer.encode(kb.chktxt(), add_special_tokens=True).ids
+        _CHK_BY_FILE[key] = hashlib.sha256(str(ids).encode()).hexdigest()
+    return _CHK_BY_FILE[key]
+
+
+_CHK_BY_FILE: dict[str, str] = {}  # sha256 of tokenizer.json -> the converter's fingerprint
+
+
+GEMMA_SPM = ("gemma", "gemma2")
+
+
+def gguf_conversion(repo: ModelRepo) -> Iterator[Problem]:
+    if not _has_transformers_files(repo) or repo.gguf.headers:
+        return
+    model_type = repo.config.get("model_type")
+    if model_type in GEMMA_SPM and not repo.exists("tokenizer.model") and repo.tokenizer_json is not None:
+        yield Problem("gguf-convert-blocker", {"llama.cpp": "fails"},
+                      f"a {model_type} checkpoint without tokenizer.model: llama.cpp's converter builds Gemma "
+                      "vocabularies only from the SentencePiece model (unsloth #785, llama.cpp #9673); copy "
+                      "tokenizer.model from the base model", severity="error", file="tokenizer.json")
+        return
+    if repo.exists("tokenizer.model"):
+        return  # the converter takes the SentencePiece path
+    digest = chk_hash(repo)
+    if digest is not None and kb.pre_tokenizer_name(digest) is None:
+        yield Problem("gguf-convert-blocker", {"llama.cpp": "fails"},
+                      f"llama.cpp's convert_hf_to_gguf does not recognise this tokenizer's pre-tokenizer (chkhsh "
+                      f"{digest[:16]}...; 'BPE pre-tokenizer was not recognized', llama.cpp #8649): it refuses to "
+                      f"convert until the hash is registered (checked against {kb.converter_source()[:60]})",
+                      file="tokenizer.json", pointer="/pre_tokenizer", data={"chkhsh": digest})
+
+
+def weights_metadata(repo: ModelRepo) -> Iterator[Problem]:
+    view = repo_weights(repo)
+    missing = [rel for rel in view.main_files if rel in view.headers and view.headers[rel].metadata is None]
+    invalid = [rel for rel in view.main_files if rel in view.headers and view.headers[rel].metadata is not None
+               and view.headers[rel].metadata.get("format") not in kb.SAFETENSORS_FORMATS_4X]
+    if invalid:
+        fmt = view.headers[invalid[0]].metadata.get("format")
+        yield Problem("weights-metadata", {"transformers-4": "fails", "open-llm-leaderboard": "fails"},
+                      f"{len(invalid)} safetensors file(s) have __metadata__ without a `format` transformers 4.x "
+                      f"accepts ({invalid[0]}: {fmt!r}; expected one of {', '.join(kb.SAFETENSORS_FORMATS_4X)}): "
+                      "every 4.x release refuses to load them (mlx #743); re-save with metadata={'format': 'pt'}",
+                      severity="error", file=invalid[0])
+    if missing:
+        yield Problem("weights-metadata", {"transformers-4": "caveat", "open-llm-leaderboard": "caveat"},
+                      f"{len(missing)} safetensors file(s) have no __metadata__ ({missing[0]}): transformers before "
+                      f"{kb.METADATA_OPTIONAL_SINCE} refuse to load them; re-save with metadata={{'format': 'pt'}}",
+                      file=missing[0])
+
+
+def _is_single_token(repo: ModelRepo, text: str) -> bool:
+    return text in (repo.vocab or {})
+
+
+def serving_parsers(repo: ModelRepo) -> Iterator[Problem]:
+    card = repo.card
+    if card is None:
+        return
+    default = repo.chat_template
+    templates = default.text if default is not None else ""
+    seen = set()
+    for match in SERVE_FLAG.finditer(card.text):
+        kind = "reasoning" if match.group(1) == "reasoning" else "tool_call"
+        name = match.group(2)
+        entry = kb.parser(kind, name)
+        if entry is None or (kind, name) in seen:
+            continue
+        seen.add((kind, name))
+        line = card.text.count("\n", 0, match.start()) + 1
+        flag = f"--{match.group(1)}-parser {name}"
+        needs = entry["single_tokens"]
+        needs = entry["markers"] if needs is True else needs or []
+        if repo.vocab is not None:
+            not_tokens = [m for m in needs if not _is_single_token(repo, m)]
+            if not_tokens:
+                yield Problem("serving-parser-mismatch", {"vllm": "fails", "sglang": "caveat"},
+                              f"README.md (line {line}) serves with {flag}, but {', '.join(not_tokens)} "
+                              f"{'is' if len(not_tokens) == 1 else 'are'} not single tokens of this vocabulary: vLLM "
+                              f"refuses to start ('could not locate ... tokens in the tokenizer!'; {entry['source']})",
+                              severity="error", file="README.md", data={"line": line})
+                continue
+        if kind == "tool_call" and entry["markers"] and templates \
+                and not any(m in templates for m in entry["markers"]) and _template_does_tools(templates):
+            yield Problem("serving-parser-mismatch", {"vllm": "caveat", "sglang": "caveat"},
+                          f"README.md (line {line}) serves with {flag}, which parses {', '.join(entry['markers'])}, "
+                          "but the chat template teaches tool calls without them: tool calls come back as plain text",
+                          file="README.md", data={"line": line})
+
+
+def _template_does_tools(templates: str) -> bool:
+    return "tools" in templates or "tool_calls" in templates
+
+
+def thinking_markers(repo: ModelRepo) -> Iterator[Problem]:
+    """A reasoning family whose <think>/</think> are not single tokens of the vocabulary."""
+    from hfdoctor import lineage
+
+    found = lineage.detect(repo)
+    family, variant = found.family_ref, found.variant_ref
+    if family is None or variant is None or variant.thinking == "none" or repo.vocab is None or not found.certain:
+        return
+    markers = [t for t in ("<think>", "</think>") if t in family.signature_tokens]
+    lost = [m for m in markers if not _is_single_token(repo, m)]
+    if lost:
+        yield Problem("serving-parser-mismatch", {"vllm": "caveat", "sglang": "caveat"},
+                      f"{variant.display} reasons inside <think>...</think>, but {', '.join(lost)} "
+                      f"{'is' if len(lost) == 1 else 'are'} not single tokens of this vocabulary: the reasoning "
+                      "parsers (deepseek_r1, qwen3) refuse to start and the model cannot emit the markers its "
+                      "training used (vLLM #13125)", severity="error",
+                      file="tokenizer.json" if repo.tokenizer_json is not None else None)
+
+
+DETECTORS: tuple[Detector, ...] = (v5_rope, v5_tokenizer_class, model_type_support, template_only_in_jinja,
+                                   portability, gguf_conversion, weights_metadata, serving_parsers, thinking_markers)
+_CACHE: "weakref.WeakKeyDictionary[ModelRepo, list[Problem]]" = weakref.WeakKeyDictionary()
+
+
+def assess(repo: ModelRepo) -> list[Problem]:
+    """Every compatibility problem of the repo (computed once per repo object)."""
+    if repo not in _CACHE:
+        _CACHE[repo] = [p for detector in DETECTORS for p in detector(repo)]
+    return _CACHE[repo]
+
+
+def section(repo: ModelRepo, problems: list[Problem]) -> list[dict[str, str]]:
+    """The report's `compat` section: one entry per engine, its worst status and every reason."""
+    entries = []
+    for engine, label in kb.ENGINES.items():
+        # worst first, so the reason for the status leads
+        mine = sorted((p for p in problems if engine in p.engines), key=lambda p: -STATUS_ORDER[p.engines[engine]])
+        status = max((p.engines[engine] for p in mine), key=STATUS_ORDER.__getitem__, default="loads")
+        why = "; ".join(p.why for p in mine) if mine else _loads_why(repo, engine)
+        entries.append({"engine": engine, "status": status, "why": why, "what": label})
+    return entries
+
+
+TEMPLATE_ENGINES = {"tgi": "minijinja", "transformers.js": "@huggingface/jinja"}
+
+
+def _loads_why(repo: ModelRepo, engine: str) -> str:
+    why = "no blocker found in the files"
+    model_type = (repo.config or {}).get("model_type")
+    if engine == "transformers-4" and isinstance(model_type, str) and not repo.is_adapter:
+        since = kb.transformers_since(model_type)
+        if since is not None:
+            why += f"; model_type {model_type!r} needs transformers >= {since}"
+    if engine in TEMPLATE_ENGINES and repo.chat_template is not None:
+        verdict = next((v for v in template_portability(repo, repo.chat_template)
+                        if v.engine == TEMPLATE_ENGINES[engine]), None)
+        if verdict is not None:
+            why += f"; chat template in {verdict.engine}: {verdict.detail}"
+    return why

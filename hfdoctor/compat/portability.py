@@ -1,0 +1,82 @@
+"""Does the chat template render the same in the other template engines?
+
+The reference is transformers' own render (jinja2, hfdoctor.chat.analysis). Each other
+engine (hfdoctor.chat.engines) renders the same standard conversations; a template that
+does not compile there, raises where jinja2 renders, or renders other text is not portable
+to the servers that use that engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from hfdoctor.chat import corpus, engines
+from hfdoctor.chat.analysis import cached_analysis, special_tokens_for_render
+from hfdoctor.repo import ModelRepo, TemplateSource
+
+CONTEXT_CHARS = 30
+
+
+@dataclass(frozen=True)
+class EngineVerdict:
+    engine: str
+    consumers: tuple[str, ...]
+    # same | differs | whitespace (differs in whitespace only) | fails | unavailable
+    outcome: str
+    detail: str
+
+    @property
+    def portable(self) -> bool:
+        return self.outcome in ("same", "unavailable")
+
+
+def _first_difference(ours: str, theirs: str) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    return (f"after {ours[max(0, at - CONTEXT_CHARS):at]!r} transformers renders {ours[at:at + CONTEXT_CHARS]!r}, "
+            f"this engine {theirs[at:at + CONTEXT_CHARS]!r}")
+
+
+def judge(result: engines.EngineResult, reference: dict[tuple[str, bool], str | None]) -> EngineVerdict:
+    """Compare one engine's renders with transformers' (None: transformers fails too)."""
+    def verdict(outcome: str, detail: str) -> EngineVerdict:
+        return EngineVerdict(result.engine, result.consumers, outcome, detail)
+
+    if result.unavailable:
+        return verdict("unavailable", f"not rendered here: {result.unavailable}")
+    if result.compile_error:
+        return verdict("fails", f"the template does not compile: {result.compile_error}")
+    failed = [(k, result.errors[k]) for k in result.errors if reference.get(k) is not None]
+    if failed:
+        (name, _), message = failed[0]
+        return verdict("fails", f"{len(failed)} of {len(reference)} standard conversations raise where transformers "
+                                f"renders them ({corpus.conversation(name).what}: {message})")
+    differs = [k for k, text in result.texts.items() if reference.get(k) is not None and text != reference[k]]
+    if not differs:
+        return verdict("same", f"renders the {len(result.texts)} standard conversations exactly as transformers")
+    key = differs[0]
+    outcome = "whitespace" if all("".join(result.texts[k].split()) == "".join(reference[k].split())
+                                  for k in differs) else "differs"
+    return verdict(outcome, f"{len(differs)} of {len(reference)} standard conversations render differently "
+                            f"({corpus.conversation(key[0]).what}: {_first_difference(reference[key], result.texts[key])})")
+
+
+@lru_cache(maxsize=64)
+def _run(text: str, tokens: tuple[tuple[str, str], ...]) -> tuple[EngineVerdict, ...]:
+    reference, results = engines.run_all(text, dict(tokens))
+    if not any(v is not None for v in reference.values()):
+        return ()  # transformers renders none of them: the template rules report why
+    return tuple(judge(result, reference) for result in results)
+
+
+def template_portability(repo: ModelRepo, source: TemplateSource) -> list[EngineVerdict]:
+    """Each other engine's verdict on one template of the repo (cached per template text).
+
+    The reference renders come from the same bounded child as minijinja's, so that a check
+    limited by --select does not pay for the full template analysis; when the template
+    rules have analysed it already and found it broken or hostile, nothing is run."""
+    analysis = cached_analysis(repo, source.text)
+    if analysis is not None and (not analysis.compiled or analysis.fatal is not None):
+        return []  # broken in transformers itself: the template rules report it
+    tokens = tuple(sorted(special_tokens_for_render(repo).items()))
+    return list(_run(source.text, tokens))

@@ -1,0 +1,296 @@
+"""The compat section and its rules: consumer-incompatible, template-portability,
+gguf-convert-blocker, serving-parser-mismatch, weights-metadata.
+
+Facts checked here against the libraries installed (transformers 5.23, tokenizers,
+minijinja, @huggingface/jinja when node has it). Facts about transformers 4.x were
+checked by hand with 4.46.3 and 4.57.6 (wheels from PyPI in a separate venv), and are
+recorded in hfdoctor/compat/knowledge.py: 4.x reads rope_theta only at the top level
+(the v5-saved SmolLM2 below loads with rope_theta 10000.0 in 4.46, 100000.0 after the
+fix), has no TokenizersBackend (ValueError: "Tokenizer class TokenizersBackend does not
+exist"; PreTrainedTokenizerFast loads and renders the template), reads
+chat_template.jinja only since 4.48.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import UPSTREAM, run_cli
+from hfdoctor.chat import engines
+from hfdoctor.check import check_target
+from hfdoctor.compat import knowledge as kb
+from hfdoctor.compat.assess import chk_hash
+from hfdoctor.repo import ModelRepo
+
+ENGINES = list(kb.ENGINES)
+HF_JINJA = engines.run_hf_jinja("{{ 1 }}", {}).unavailable is None
+
+
+def by_engine(report) -> dict[str, dict]:
+    return {e["engine"]: e for e in report.sections["compat"]}
+
+
+def codes(report) -> list[str]:
+    return [f.rule for f in report.findings]
+
+
+def folders() -> list[Path]:
+    return sorted(p for p in UPSTREAM.iterdir() if p.is_dir() and p.name != "gguf-vocab")
+
+
+# Every compat problem in the upstream corpus, and why each is true.
+UPSTREAM_PROBLEMS = {
+    # ships only chat_template.jinja, its tokenizer_config.json has no chat_template (TGI #3247);
+    # minijinja does not know {% generation %} (minijinja #815)
+    "HuggingFaceTB--SmolLM3-3B": {"consumer-incompatible", "template-portability"},
+    "openai--gpt-oss-20b": {"consumer-incompatible"},
+    # minijinja's tojson takes no ensure_ascii argument: every request with tools raises
+    "MiniMaxAI--MiniMax-M2": {"template-portability"},
+    "zai-org--GLM-4.6": {"template-portability"},
+    # minijinja: `none is iterable` is true (jinja2: false), then `tools | length` raises
+    "Qwen--Qwen3-Coder-30B-A3B-Instruct": {"template-portability"},
+}
+# @huggingface/jinja 0.5.11: SmolLM3's `| string` on a mapping ("Unknown ObjectValue filter:
+# string"); Seed-OSS's dict literal with integer keys ("Object keys must be strings")
+HF_JINJA_PROBLEMS = {"ByteDance-Seed--Seed-OSS-36B-Instruct": {"template-portability"}}
+
+
+@pytest.mark.parametrize("folder", folders(), ids=lambda p: p.name)
+def test_every_upstream_folder_has_a_compat_section(folder):
+    report = check_target(str(folder))
+    section = report.sections["compat"]
+    assert [e["engine"] for e in section] == ENGINES
+    assert all(e["status"] in ("loads", "caveat", "fails") and e["why"] for e in section)
+    expected = set(UPSTREAM_PROBLEMS.get(folder.name, set()))
+    if HF_JINJA:
+        expected |= HF_JINJA_PROBLEMS.get(folder.name, set())
+    compat_rules = {"consumer-incompatible", "template-portability", "gguf-convert-blocker",
+                    "serving-parser-mismatch", "weights-metadata"}
+    assert {r for r in codes(report) if r in compat_rules} == expected
+    if not expected:
+        assert all(e["status"] == "loads" for e in section if e["engine"] != "mlx-lm"), section
+
+
+def test_transformers5_checkpoint_is_incompatible_with_4x(smollm2_checkpoint, tmp_path):
+    folder = tmp_path / "v5"
+    shutil.copytree(smollm2_checkpoint, folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert "rope_theta" not in config and config["rope_parameters"]["rope_theta"] == 100000.0
+    report = check_target(str(folder))
+    compat = by_engine(report)
+    assert compat["transformers-5"]["status"] == "loads"
+    assert compat["transformers-4"]["status"] == "fails"
+    assert "silently falls back to the default 10000" in compat["transformers-4"]["why"]
+    assert compat["vllm"]["status"] == "caveat" and compat["llama.cpp"]["status"] == "fails"
+    found = {(f.rule, f.severity.name, f.file) for f in report.findings if f.rule == "consumer-incompatible"}
+    assert found == {("consumer-incompatible", "ERROR", "config.json"),
+                     ("consumer-incompatible", "WARNING", "tokenizer_config.json")}
+    messages = " ".join(f.message for f in report.findings if f.rule == "consumer-incompatible")
+    assert "TokenizersBackend" in messages and "only in chat_template.jinja" in messages
+
+    result = run_cli("fix", str(folder), "--select", "consumer-incompatible", "--unsafe-fixes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = check_target(str(folder))
+    assert "consumer-incompatible" not in codes(after)
+    assert all(e["status"] == "loads" for e in after.sections["compat"])
+    fixed = json.loads((folder / "config.json").read_text())
+    assert fixed["rope_theta"] == 100000.0 and fixed["rope_parameters"] == config["rope_parameters"]
+
+    # transformers 5 reads the fixed checkpoint exactly as before
+    from transformers import AutoConfig, AutoTokenizer
+
+    assert AutoConfig.from_pretrained(folder).rope_parameters == AutoConfig.from_pretrained(smollm2_checkpoint).rope_parameters
+    before, now = AutoTokenizer.from_pretrained(smollm2_checkpoint), AutoTokenizer.from_pretrained(folder)
+    chat = [{"role": "user", "content": "What is 2+2?"}]
+    assert now.apply_chat_template(chat, tokenize=False) == before.apply_chat_template(chat, tokenize=False)
+    assert now("hello world, 123")["input_ids"] == before("hello world, 123")["input_ids"]
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert tokenizer_config["chat_template"] == (folder / "chat_template.jinja").read_text()
+
+
+def test_smollm3_is_not_portable_to_minijinja_and_qwen3_is():
+    smol = check_target(str(UPSTREAM / "HuggingFaceTB--SmolLM3-3B"))
+    portability = [f for f in smol.findings if f.rule == "template-portability"]
+    assert any("minijinja" in f.message and "unknown statement generation" in f.message for f in portability)
+    assert by_engine(smol)["tgi"]["status"] == "fails"
+
+    qwen = check_target(str(UPSTREAM / "Qwen--Qwen3-8B"))
+    assert "template-portability" not in codes(qwen)
+    assert "minijinja: renders the 7 standard conversations exactly as transformers" in by_engine(qwen)["tgi"]["why"]
+    if HF_JINJA:
+        assert "@huggingface/jinja: renders the 7" in by_engine(qwen)["transformers.js"]["why"]
+
+
+def test_minijinja_renders_like_transformers():
+    """The engine harness itself: Qwen3's template rendered by minijinja is byte-equal to
+    transformers' apply_chat_template on the same messages."""
+    from transformers import AutoTokenizer
+
+    folder = UPSTREAM / "Qwen--Qwen3-8B"
+    template = (folder / "chat_template.jinja").read_text()
+    result = engines.run_minijinja(template, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+    assert result.compile_error is None and not result.errors
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    from hfdoctor.chat import corpus
+
+    for (name, add_generation_prompt), text in result.texts.items():
+        inputs = corpus.conversation(name).inputs()
+        expected = tokenizer.apply_chat_template(inputs["messages"], tools=inputs["tools"], tokenize=False,
+                                                 add_generation_prompt=add_generation_prompt)
+        assert text == expected, name
+
+
+@pytest.mark.skipif(not HF_JINJA, reason="node or @huggingface/jinja is not installed")
+def test_hf_jinja_finds_smollm3_tool_rendering_error():
+    template = (UPSTREAM / "HuggingFaceTB--SmolLM3-3B" / "chat_template.jinja").read_text()
+    result = engines.run_hf_jinja(template, {})
+    assert result.compile_error is None
+    assert any("Unknown ObjectValue filter: string" in e for e in result.errors.values())
+
+
+def test_converter_fingerprints_match_llama_cpp():
+    """The hashes convert_hf_to_gguf computes for the upstream tokenizers are the ones it
+    registers under their llama.cpp names (qwen2, llama-bpe)."""
+    assert kb.pre_tokenizer_name(chk_hash(ModelRepo(UPSTREAM / "Qwen--Qwen3-8B"))) == "qwen2"
+    assert kb.pre_tokenizer_name(chk_hash(ModelRepo(UPSTREAM / "meta-llama--Llama-3.1-8B-Instruct"))) == "llama-bpe"
+    for folder in folders():
+        digest = chk_hash(ModelRepo(folder))
+        assert digest is None or kb.pre_tokenizer_name(digest), folder.name
+
+
+def test_changed_pre_tokenizer_blocks_gguf_conversion(copy_upstream):
+    folder = copy_upstream("Qwen--Qwen3-8B")
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    split = tok["pre_tokenizer"]["pretokenizers"][0]
+    # punctuation no longer takes the space before it: " ------" becomes " " + "------"
+    split["pattern"]["Regex"] = split["pattern"]["Regex"].replace(r" ?[^\s\p{L}\p{N}]+", r"[^\s\p{L}\p{N}]+", 1)
+    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    report = check_target(str(folder))
+    blockers = [f for f in report.findings if f.rule == "gguf-convert-blocker"]
+    assert len(blockers) == 1 and "BPE pre-tokenizer was not recognized" in blockers[0].message
+    assert blockers[0].fix is None
+    assert by_engine(report)["llama.cpp"]["status"] == "fails"
+
+
+def test_gemma2_without_tokenizer_model(tmp_path, smollm2_checkpoint):
+    folder = tmp_path / "gemma2-ft"
+    shutil.copytree(smollm2_checkpoint, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = "gemma2"
+    (folder / "config.json").write_text(json.dumps(config))
+    report = check_target(str(folder))
+    assert any(f.rule == "gguf-convert-blocker" and "tokenizer.model" in f.message for f in report.findings)
+    (folder / "tokenizer.model").write_bytes(b"\x0a\x00")  # present: the converter takes the SentencePiece path
+    assert "gguf-convert-blocker" not in codes(check_target(str(folder)))
+
+
+def with_card(folder: Path, command: str) -> None:
+    (folder / "README.md").write_text(f"---\nlicense: apache-2.0\n---\n# model\n\n```\n{command}\n```\n")
+
+
+def test_serve_commands_of_upstream_cards_fit():
+    """SmolLM3's card serves with --tool-call-parser=hermes, Qwen3's with --reasoning-parser
+    qwen3 / deepseek_r1: their templates and vocabularies carry those markers."""
+    for name in ("HuggingFaceTB--SmolLM3-3B", "Qwen--Qwen3-8B"):
+        report = check_target(str(UPSTREAM / name))
+        assert "serving-parser-mismatch" not in codes(report), name
+
+
+def test_hermes_parser_on_llama31_refuses_to_start(copy_upstream):
+    """vLLM #9304: Llama 3.1 served with --tool-call-parser hermes: <tool_call> is no token."""
+    folder = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
+    with_card(folder, "vllm serve my/model --enable-auto-tool-choice --tool-call-parser hermes")
+    found = [f for f in check_target(str(folder)).findings if f.rule == "serving-parser-mismatch"]
+    assert len(found) == 1 and found[0].severity.name == "ERROR" and found[0].line == 7
+    assert "<tool_call>, </tool_call> are not single tokens" in found[0].message
+    with_card(folder, "vllm serve my/model --enable-auto-tool-choice --tool-call-parser llama3_json")
+    assert "serving-parser-mismatch" not in codes(check_target(str(folder)))
+
+
+def test_mistral_parser_on_a_chatml_model(copy_upstream):
+    folder = copy_upstream("Qwen--Qwen3-8B")
+    with_card(folder, "vllm serve my/model --tool-call-parser mistral --reasoning-parser=qwen3")
+    found = [f for f in check_target(str(folder)).findings if f.rule == "serving-parser-mismatch"]
+    assert [("[TOOL_CALLS]" in f.message, f.severity.name) for f in found] == [(True, "ERROR")]
+
+
+def test_tool_parser_whose_markers_the_template_never_writes(copy_upstream):
+    """Llama 3.1's template writes JSON tool calls; qwen3_coder parses <tool_call><function=...>.
+    With a vocabulary that has the tokens, the template still never produces them."""
+    folder = copy_upstream("Qwen--Qwen3-8B")
+    llama_template = (UPSTREAM / "meta-llama--Llama-3.1-8B-Instruct" / "chat_template.jinja").read_text()
+    (folder / "chat_template.jinja").write_text(llama_template)
+    with_card(folder, "python -m sglang.launch_server --model-path my/model --tool-call-parser hermes")
+    found = [f for f in check_target(str(folder)).findings if f.rule == "serving-parser-mismatch"]
+    assert len(found) == 1 and found[0].severity.name == "WARNING" and "plain text" in found[0].message
+
+
+def write_tiny_safetensors(path: Path, metadata: dict | None) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"model.embed_tokens.weight": torch.zeros(4, 2)}, str(path), metadata=metadata)
+
+
+@pytest.mark.parametrize("metadata,severity", [(None, "WARNING"), ({"format": "np"}, "ERROR"),
+                                               ({"format": "pt"}, None), ({"format": "mlx"}, None)])
+def test_weights_metadata(tmp_path, metadata, severity):
+    write_tiny_safetensors(tmp_path / "model.safetensors", metadata)
+    found = [f for f in check_target(str(tmp_path)).findings if f.rule == "weights-metadata"]
+    assert [f.severity.name for f in found] == ([severity] if severity else [])
+    if found:
+        assert found[0].file == "model.safetensors" and found[0].fix is None
+    # what the rule says transformers 5 does: it reads every one of them
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert f.metadata() == metadata
+
+
+def test_real_mlx_weights_have_accepted_metadata():
+    corpus = Path(__file__).parent / "corpus" / "quantized"
+    for folder in sorted(p for p in corpus.iterdir() if p.is_dir()):
+        assert "weights-metadata" not in codes(check_target(str(folder))), folder.name
+
+
+def test_compat_in_json_and_text(copy_upstream):
+    folder = copy_upstream("openai--gpt-oss-20b")
+    out = run_cli("check", str(folder), "--format", "json")
+    data = json.loads(out.stdout)
+    entries = {e["engine"]: e for e in data["compat"]}
+    assert set(entries) == set(ENGINES) and entries["tgi"]["status"] == "fails"
+    text = run_cli("check", str(folder)).stdout
+    assert "compat: transformers-5 loads" in text and "tgi, open-llm-leaderboard fails: the chat template is only" in text
+
+
+def test_template_copied_into_tokenizer_config_changes_nothing_for_transformers(copy_upstream):
+    folder = copy_upstream("openai--gpt-oss-20b")
+    before = (folder / "tokenizer_config.json").read_bytes()
+    assert run_cli("fix", str(folder), "--select", "consumer-incompatible").returncode in (0, 1)
+    after = json.loads((folder / "tokenizer_config.json").read_text())
+    assert after["chat_template"] == (folder / "chat_template.jinja").read_text()
+    assert {k: v for k, v in after.items() if k != "chat_template"} == json.loads(before)
+    assert run_cli("fix", str(folder), "--select", "consumer-incompatible").returncode in (0, 1)
+    assert json.loads((folder / "tokenizer_config.json").read_text()) == after  # idempotent
+
+
+def test_knowledge_tables_have_sources():
+    data = kb.consumers()
+    assert data["transformers"]["model_type_since"]["qwen3"] == "4.51.3"
+    assert data["transformers"]["model_type_since"]["llama"] == data["transformers"]["oldest_sampled"]
+    assert "llama.cpp@" in data["llama_cpp_converter"]["source"]
+    for kind in ("reasoning", "tool_call"):
+        assert all(entry["source"] for entry in kb.serving_parsers()[kind].values())
+    # the installed transformers knows every model type the table says its version knows
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if transformers.__version__ == data["transformers"]["sampled_versions"][-1]:
+        assert set(CONFIG_MAPPING_NAMES) <= set(data["transformers"]["model_type_since"])
+    digest = hashlib.sha256(kb.chktxt().encode()).hexdigest()
+    assert len(kb.chktxt()) > 100 and digest
