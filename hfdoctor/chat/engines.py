@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from hfdoctor.chat import corpus
+from hfdoctor.chat.analysis import _render_one
 from hfdoctor.chat.consistency import DRIFT_RENDERS
-from hfdoctor.chat.renders import FIXED_NOW
+from hfdoctor.chat.renders import FIXED_NOW, render_key
 from hfdoctor.chat.sandbox import Limits, run_bounded
 
 MINIJINJA_FUEL = 5_000_000  # instructions per render: far above any real template
@@ -94,9 +95,6 @@ def _now(fmt: str = "%d %b %Y") -> str:
 def _engines_work(template: str, contexts: list[tuple[tuple[str, bool], dict]], special_tokens: dict[str, str],
                   emit, guard) -> None:
     """In the bounded child: transformers' reference render of each case, then minijinja's."""
-    from hfdoctor.chat.analysis import _render_one
-    from hfdoctor.chat.renders import render_key
-
     for key, _ in contexts:
         outcome = _render_one(template, render_key(*key), special_tokens, False, guard)
         emit(("reference", key, outcome.text))

@@ -13,6 +13,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from hfdoctor import lineage
 from hfdoctor.compat import knowledge as kb
 from hfdoctor.compat.portability import template_portability
 from hfdoctor.repo import ModelRepo
@@ -239,8 +240,6 @@ def _template_does_tools(templates: str) -> bool:
 
 def thinking_markers(repo: ModelRepo) -> Iterator[Problem]:
     """A reasoning family whose <think>/</think> are not single tokens of the vocabulary."""
-    from hfdoctor import lineage
-
     found = lineage.detect(repo)
     family, variant = found.family_ref, found.variant_ref
     if family is None or variant is None or variant.thinking == "none" or repo.vocab is None or not found.certain:

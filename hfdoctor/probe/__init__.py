@@ -3,7 +3,9 @@
 Static rules say what a checkpoint declares; only running it shows what the weights do
 (seed 000: a template that offers thinking to weights that never learned `<think>`; seed
 002: the same prompt giving different outputs). The probe renders prompts with the repo's
-own chat template, decodes greedily and decides four checks (see checks.py).
+own chat template, decodes greedily (and with seeded sampling) and decides the checks (see checks.py). A GGUF
+checkpoint (a directory holding one .gguf, or the file itself) is loaded through
+transformers' GGUF support, dequantized.
 
 Stages: preflight.py refuses what cannot be loaded or probed (git-lfs pointers, blocking
 static findings, no chat template, weights larger than the device's free memory) before
@@ -30,6 +32,10 @@ def run_probe(
     trust_remote_code: bool = False,
     console: "Console | None" = None,
     display_target: str | None = None,
+    gguf_file: str | None = None,
+    serve: bool = False,
+    endpoint: str | None = None,
+    endpoint_model: str | None = None,
 ) -> int:
     """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2)."""
     from rich.console import Console
@@ -43,7 +49,9 @@ def run_probe(
     errors = Console(stderr=True, highlight=False, soft_wrap=True)
     result = ProbeResult(target=display_target or path)
     try:
-        probe(result, path, device, max_new_tokens, trust_remote_code, errors)
+        probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file)
+        if serve or endpoint:
+            probe_served(result, path, device, max_new_tokens, serve, endpoint, endpoint_model, gguf_file)
     except ProbeRefused as err:
         result.refused = str(err)
         errors.print(f"[bold red]probe refused:[/bold red] {escape(str(err))}")
@@ -54,8 +62,30 @@ def run_probe(
     return result.exit_code()
 
 
+def probe_served(result: "ProbeResult", path: str, device: str, max_new_tokens: int, serve: bool,
+                 endpoint_url: str | None, endpoint_model: str | None, gguf_file: str | None) -> None:
+    """The same checks through an OpenAI-compatible endpoint, compared with the in-process ones."""
+    from hfdoctor.probe import served
+    from hfdoctor.probe.preflight import ProbeRefused
+    from hfdoctor.repo import ModelRepo
+
+    if serve and gguf_file:
+        raise ProbeRefused("--serve starts transformers serve on a checkpoint directory; for a GGUF, serve it "
+                           "yourself (llama-server) and pass --endpoint URL")
+    endpoint = served.start_server(path, device) if serve else served.external(endpoint_url, endpoint_model)
+    try:
+        template = ModelRepo(path).chat_template
+        by_name = {c.name: c for c in result.checks}
+        switch = template is not None and "enable_thinking" in template.text
+        result.served_checks = served.served_checks(endpoint, by_name, max_new_tokens, switch)
+        result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
+        result.checks.append(served.agreement(by_name, result.served_checks, endpoint))
+    finally:
+        endpoint.close()
+
+
 def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, trust_remote_code: bool,
-          errors: "Console") -> None:
+          errors: "Console", gguf_file: str | None = None) -> None:
     """Fill `result` in, stage by stage, under a progress display on stderr."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -71,7 +101,7 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
             progress.update(task, description=description)
 
         repo = ModelRepo(path)
-        weights = preflight.before_loading(repo)
+        weights = preflight.before_loading(repo, gguf_file)
         result.weights_bytes = weights.nbytes
         found = lineage.detect(repo)
         result.family = found.family
@@ -87,6 +117,6 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
         if result.device != "cpu" and loads_via_cpu(result.device):
             preflight.check_memory(weights, "cpu", staging_for=result.device)
         step(f"loading {preflight.human_bytes(weights.nbytes)} of weights onto {result.device}")
-        session = Session(path, result.device, max_new_tokens, repo.eos_ids, trust_remote_code)
+        session = Session(path, result.device, max_new_tokens, repo.eos_ids, trust_remote_code, weights.gguf)
         result.dtype, result.load_seconds = session.dtype, session.load_seconds
         result.checks = run_checks(session, family, template, step, variant)

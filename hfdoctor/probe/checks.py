@@ -1,19 +1,26 @@
-"""The four behaviour checks, decided on token ids of greedy replies.
+"""The behaviour checks, decided on token ids of the replies.
 
-- think-on: with enable_thinking=True the reply holds a reasoning block that closes
-  (`<think>` … `</think>`, or only `</think>` when the template already opened the block in
-  the generation prompt, as DeepSeek-R1 and QwQ templates do) and then an answer.
-- think-off: with enable_thinking=False no reasoning appears (no `<think>`/`</think>`).
+- think-on: with thinking on, the reply holds a reasoning block that closes and then an
+  answer. Reasoning formats: `<think>` … `</think>` (or only `</think>` when the template
+  opened the block in the generation prompt, as DeepSeek-R1 and QwQ templates do),
+  Mistral's `[THINK]` … `[/THINK]`, and harmony's analysis channel followed by its final
+  channel (gpt-oss).
+- think-off: with enable_thinking=False no reasoning appears, and there is an answer.
 - stops-at-eos: every reply ends on an eos id of generation_config.json within the budget.
-- deterministic: greedy decoding twice gives the same tokens, and the same prompt alone and
-  inside a left-padded batch gives the same tokens (seed 002: same seed, different output).
+- deterministic: the same request twice gives the same tokens, greedy and with seeded
+  sampling (seed 002: same seed, same prompt, different output).
+- batch-invariance (never fails the probe): the same prompt alone and inside a left-padded
+  batch. Low-precision kernels give batch-position numerics (bf16 differs within a few
+  tokens on any model), so a difference is reported, with the dtype, as inconclusive.
 
-A check that does not apply says passed=None and why: a family without thinking (the
-registry), a vocabulary without a `<think>` token, a family that always thinks (no off switch).
+Each check has a status: passed, failed, inconclusive (the run could not decide: the token
+budget ran out first) or not-applicable (with why: a family that does not think, one that
+always thinks has no off switch). Only `failed` makes the probe exit 1.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,25 +33,49 @@ QUESTION = "What is 2 plus 3?"
 # Longer than QUESTION in every tokenizer, so that QUESTION is left-padded in the batch.
 LONGER_QUESTION = "Please answer with one short sentence, and nothing else: what is 7 plus 8?"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# Below this many new tokens a reply that did not stop says nothing about the model.
+MIN_DECISIVE_BUDGET = 16
+SAMPLING_SEED = 1234
+STATUSES = ("passed", "failed", "inconclusive", "not-applicable")
 
 
 @dataclass
 class CheckResult:
     name: str
-    passed: bool | None  # None: does not apply to this model
+    status: str  # one of STATUSES
     detail: str
     generation: Generation | None = None
+
+    @property
+    def passed(self) -> bool | None:
+        """The contract's boolean: true / false, null when the check decided nothing."""
+        return {"passed": True, "failed": False}.get(self.status)
 
     def to_json(self) -> dict[str, Any]:
         gen = self.generation
         return {
             "name": self.name,
             "passed": self.passed,
+            "status": self.status,
             "detail": self.detail,
             "snippet": gen.text if gen else None,
             "tokens": gen.tokens if gen else None,
             "seconds": round(gen.seconds, 3) if gen else None,
         }
+
+
+@dataclass(frozen=True)
+class ReasoningFormat:
+    name: str
+    open: str  # the marker that opens reasoning (harmony: the analysis channel header)
+    close: str  # the marker after which the answer comes
+    single_tokens: bool  # open/close are single tokens (decided on ids), else on text
+
+
+THINK_TAGS = ReasoningFormat("<think> tags", THINK_OPEN, THINK_CLOSE, True)
+MISTRAL_THINK = ReasoningFormat("[THINK] tags", "[THINK]", "[/THINK]", True)
+HARMONY_TOKEN = re.compile(r"<\|[a-z_]+\|>(?:assistant)?")
+HARMONY = ReasoningFormat("harmony channels", "<|channel|>analysis<|message|>", "<|channel|>final<|message|>", False)
 
 
 @dataclass
@@ -55,24 +86,47 @@ class ThinkingSupport:
     close_id: int | None
     on_reason: str | None  # None: think-on applies
     off_reason: str | None  # None: think-off applies
+    format: ReasoningFormat = THINK_TAGS
+    # think-on fails without generating: the family reasons in markers this vocabulary lost
+    on_failure: str | None = None
+
+
+def reasoning_format(session: Session, template: str | None) -> ReasoningFormat:
+    """The marker pair the template and the vocabulary use."""
+    text = template or ""
+    if "<|channel|>" in text and "analysis" in text and session.single_token_id("<|channel|>") is not None:
+        return HARMONY
+    if "[THINK]" in text and session.single_token_id("[THINK]") is not None:
+        return MISTRAL_THINK
+    return THINK_TAGS
 
 
 def thinking_support(session: Session, family: Family | None, template: str | None,
                      variant: Variant | None = None) -> ThinkingSupport:
-    open_id, close_id = session.single_token_id(THINK_OPEN), session.single_token_id(THINK_CLOSE)
+    fmt = reasoning_format(session, template)
+    open_id = session.single_token_id(fmt.open) if fmt.single_tokens else None
+    close_id = session.single_token_id(fmt.close) if fmt.single_tokens else None
     thinking = variant.thinking if variant is not None else None
     if thinking == "none":
         reason = f"{variant.display} does not think (hfdoctor's family registry)"
-        return ThinkingSupport(open_id, close_id, reason, reason)
+        return ThinkingSupport(open_id, close_id, reason, reason, fmt)
+    if fmt is HARMONY:
+        return ThinkingSupport(None, None, None, "harmony models always reason (reasoning_effort sets how much): "
+                               "there is no off switch to test", fmt)
     if open_id is None or close_id is None:
+        if thinking in ("hybrid", "always") and family is not None and THINK_OPEN in family.signature_tokens:
+            failure = (f"{variant.display} reasons inside {THINK_OPEN}…{THINK_CLOSE}, but this vocabulary has no single "
+                       f"{THINK_OPEN} / {THINK_CLOSE} token: the model cannot emit the markers it was trained on, "
+                       "and reasoning parsers refuse the tokenizer")
+            return ThinkingSupport(open_id, close_id, None, failure, fmt, on_failure=failure)
         reason = f"the vocabulary has no single {THINK_OPEN} / {THINK_CLOSE} token: this model does not think in tags"
-        return ThinkingSupport(open_id, close_id, reason, reason)
+        return ThinkingSupport(open_id, close_id, reason, reason, fmt)
     off_reason = None
     if thinking == "always":
         off_reason = f"{variant.display} always thinks: there is no off switch to test"
     elif thinking is None and "enable_thinking" not in (template or ""):
         off_reason = "the chat template has no enable_thinking switch (and the family is unknown)"
-    return ThinkingSupport(open_id, close_id, None, off_reason)
+    return ThinkingSupport(open_id, close_id, None, off_reason, fmt)
 
 
 def shown(text: str, limit: int = 60) -> str:
@@ -81,45 +135,85 @@ def shown(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
-def think_on(session: Session, support: ThinkingSupport, gen: Generation) -> CheckResult:
+def ran_out(session: Session, gen: Generation) -> bool:
+    return gen.stopped_on is None and gen.tokens >= session.max_new_tokens
+
+
+def _split(session: Session, support: ThinkingSupport, gen: Generation) -> tuple[str, str, str] | None:
+    """(state, reasoning, answer): state 'none' (no reasoning), 'open' (never closed), 'closed'."""
+    fmt = support.format
+    if not fmt.single_tokens:  # harmony: decided on the text with its special tokens
+        text = session.decode(gen.ids)
+        start = text.find(fmt.open)
+        if start < 0:
+            return "none", "", text
+        close = text.find(fmt.close, start)
+        if close < 0:
+            return "open", text[start + len(fmt.open):], ""
+        reasoning = HARMONY_TOKEN.sub("", text[start + len(fmt.open):close])
+        return "closed", reasoning, HARMONY_TOKEN.sub("", text[close + len(fmt.close):])
     ids = gen.ids
-    opened_by_template = gen.prompt.rstrip().endswith(THINK_OPEN)
-    if opened_by_template:
+    if gen.prompt.rstrip().endswith(fmt.open):
         start = -1
     elif support.open_id in ids:
         start = ids.index(support.open_id)
     else:
-        return CheckResult("think-on", False, f"no {THINK_OPEN} in the reply with enable_thinking=True: the model "
-                           f"answered directly ({shown(session.decode(ids))}); its weights never learned to think", gen)
+        return "none", "", session.decode(ids, skip_special_tokens=True)
     close = next((k for k in range(start + 1, len(ids)) if ids[k] == support.close_id), None)
     if close is None:
-        why = ("it stopped without closing it" if gen.stopped_on is not None
-               else f"still open after {gen.tokens} tokens (raise --max-new-tokens)")
-        return CheckResult("think-on", False, f"the reasoning block never closed: {why}", gen)
-    reasoning = session.decode(ids[start + 1: close], skip_special_tokens=True).strip()
-    answer = session.decode(ids[close + 1:], skip_special_tokens=True).strip()
-    if not reasoning:
-        return CheckResult("think-on", False, f"the reasoning block is empty: {shown(session.decode(ids))}", gen)
-    if not answer:
-        return CheckResult("think-on", False, f"nothing follows {THINK_CLOSE}: the reply is all reasoning", gen)
-    where = " (the template opened the block)" if opened_by_template else ""
-    return CheckResult("think-on", True, f"reasoned for {close - start - 1} tokens{where}, then answered "
-                       f"{shown(answer, 40)}", gen)
+        return "open", session.decode(ids[start + 1:], skip_special_tokens=True), ""
+    return ("closed", session.decode(ids[start + 1: close], skip_special_tokens=True),
+            session.decode(ids[close + 1:], skip_special_tokens=True))
+
+
+def think_on(session: Session, support: ThinkingSupport, gen: Generation) -> CheckResult:
+    fmt = support.format
+    state, reasoning, answer = _split(session, support, gen)
+    if state == "none":
+        if ran_out(session, gen) and session.max_new_tokens < MIN_DECISIVE_BUDGET:
+            return CheckResult("think-on", "inconclusive", f"the {session.max_new_tokens}-token budget is too small to "
+                               "see reasoning begin: raise --max-new-tokens", gen)
+        return CheckResult("think-on", "failed", f"no {fmt.open} in the reply with thinking on: the model answered "
+                           f"directly ({shown(session.decode(gen.ids))}); its weights never learned to think", gen)
+    if state == "open":
+        if ran_out(session, gen):
+            return CheckResult("think-on", "inconclusive", f"the reasoning block is still open after the "
+                               f"{gen.tokens}-token budget: raise --max-new-tokens to see it close", gen)
+        return CheckResult("think-on", "failed", "the reasoning block never closed: the model stopped inside it", gen)
+    if not reasoning.strip():
+        return CheckResult("think-on", "failed", f"the reasoning block is empty: {shown(session.decode(gen.ids))}", gen)
+    if not answer.strip():
+        if ran_out(session, gen):
+            return CheckResult("think-on", "inconclusive", f"the budget ran out right after {fmt.close}: raise "
+                               "--max-new-tokens to see the answer", gen)
+        return CheckResult("think-on", "failed", f"nothing follows {fmt.close}: the reply is all reasoning", gen)
+    where = " (the template opened the block)" if gen.prompt.rstrip().endswith(fmt.open) else ""
+    return CheckResult("think-on", "passed", f"reasoned in {fmt.name}{where}, then answered "
+                       f"{shown(answer.strip(), 40)}", gen)
 
 
 def think_off(session: Session, support: ThinkingSupport, gen: Generation, same_prompt: bool) -> CheckResult:
     ignored = " The template renders the same prompt with enable_thinking=False: it ignores the switch." if same_prompt else ""
-    if support.open_id in gen.ids or support.close_id in gen.ids:
-        return CheckResult("think-off", False, f"reasoning appeared with enable_thinking=False: "
+    state, _, answer = _split(session, support, gen)
+    if state != "none" and not gen.prompt.rstrip().endswith(support.format.close):
+        return CheckResult("think-off", "failed", f"reasoning appeared with enable_thinking=False: "
+                           f"{shown(session.decode(gen.ids))}.{ignored}", gen)
+    if support.close_id in gen.ids or support.open_id in gen.ids:
+        return CheckResult("think-off", "failed", f"reasoning markers appeared with enable_thinking=False: "
                            f"{shown(session.decode(gen.ids))}.{ignored}", gen)
     prefilled = " after the template's empty think block" if gen.prompt.rstrip().endswith(THINK_CLOSE) else ""
     answer = session.decode(gen.ids, skip_special_tokens=True).strip()
-    return CheckResult("think-off", True, f"answered without reasoning{prefilled}: {shown(answer, 40)}", gen)
+    if not answer:
+        if ran_out(session, gen):
+            return CheckResult("think-off", "inconclusive", f"no answer within the {gen.tokens}-token budget", gen)
+        return CheckResult("think-off", "failed", f"the reply with thinking off is empty or only whitespace: "
+                           f"{shown(session.decode(gen.ids))}", gen)
+    return CheckResult("think-off", "passed", f"answered without reasoning{prefilled}: {shown(answer, 40)}", gen)
 
 
 def stops_at_eos(session: Session, replies: list[tuple[str, Generation]], end_of_turn: set[str]) -> CheckResult:
     if not session.eos_ids:
-        return CheckResult("stops-at-eos", False, "generation_config.json and config.json name no eos id: "
+        return CheckResult("stops-at-eos", "failed", "generation_config.json and config.json name no eos id: "
                            f"generation only stops at the {session.max_new_tokens}-token budget", replies[0][1])
     eos_names = ", ".join(f"{session.token_name(i)} ({i})" for i in session.eos_ids)
     for label, gen in replies:
@@ -127,30 +221,50 @@ def stops_at_eos(session: Session, replies: list[tuple[str, Generation]], end_of
             continue
         # Did the model end its turn on a token that nobody told generate() to stop on?
         unlisted = next(((k, i) for k, i in enumerate(gen.ids) if session.token_name(i) in end_of_turn), None)
-        hint = (f"; it wrote the end-of-turn token {session.token_name(unlisted[1])} (id {unlisted[1]}) at token "
-                f"{unlisted[0] + 1}, which is not an eos id" if unlisted else "")
-        return CheckResult("stops-at-eos", False, f"the {label} reply ran through the {session.max_new_tokens}-token "
-                           f"budget without an eos id (eos ids: {eos_names}){hint}", gen)
+        if unlisted:
+            return CheckResult("stops-at-eos", "failed", f"the {label} reply ran through the {session.max_new_tokens}-"
+                               f"token budget without an eos id (eos ids: {eos_names}); it wrote the end-of-turn token "
+                               f"{session.token_name(unlisted[1])} (id {unlisted[1]}) at token {unlisted[0] + 1}, "
+                               "which is not an eos id", gen)
+        if session.max_new_tokens < MIN_DECISIVE_BUDGET or label == "think-on":
+            return CheckResult("stops-at-eos", "inconclusive", f"the {label} reply was cut by the "
+                               f"{session.max_new_tokens}-token budget before it could end: raise --max-new-tokens", gen)
+        return CheckResult("stops-at-eos", "failed", f"the {label} reply ran through the {session.max_new_tokens}-token "
+                           f"budget without an eos id (eos ids: {eos_names})", gen)
     ended = ", ".join(f"{label} after {gen.tokens}" for label, gen in replies)
     names = sorted({session.token_name(gen.stopped_on) for _, gen in replies if gen.stopped_on is not None})
-    return CheckResult("stops-at-eos", True, f"every reply ended on {', '.join(names)} ({ended} tokens)", replies[0][1])
+    return CheckResult("stops-at-eos", "passed", f"every reply ended on {', '.join(names)} ({ended} tokens)", replies[0][1])
 
 
 def first_difference(a: list[int], b: list[int]) -> int:
     return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def deterministic(session: Session, first: Generation, again: Generation, batched: Generation,
-                  padding: int) -> CheckResult:
-    for other, how in ((again, "a second greedy run"), (batched, f"the same prompt left-padded by {padding} tokens "
-                                                                  "in a batch of 2")):
-        if other.ids != first.ids:
-            k = first_difference(first.ids, other.ids)
-            return CheckResult("deterministic", False, f"{how} differs from the first run at token {k + 1}: "
-                               f"{shown(session.decode(first.ids[k:]), 30)} vs {shown(session.decode(other.ids[k:]), 30)}",
-                               other)
-    return CheckResult("deterministic", True, f"the same {first.tokens} tokens twice, and inside a left-padded batch "
-                       f"of 2 (padded by {padding} tokens)", batched)
+def _differs(session: Session, a: Generation, b: Generation) -> str:
+    k = first_difference(a.ids, b.ids)
+    return f"at token {k + 1}: {shown(session.decode(a.ids[k:]), 30)} vs {shown(session.decode(b.ids[k:]), 30)}"
+
+
+def deterministic(session: Session, runs: list[tuple[str, Generation, Generation]]) -> CheckResult:
+    """runs: (how, first, again) pairs of the same request made twice."""
+    for how, first, again in runs:
+        if first.ids != again.ids:
+            return CheckResult("deterministic", "failed", f"the same request twice ({how}) gave different output "
+                               f"{_differs(session, first, again)}", again)
+    described = " and ".join(f"{how} ({first.tokens} tokens)" for how, first, _ in runs)
+    return CheckResult("deterministic", "passed", f"the same request twice gave the same tokens: {described}",
+                       runs[0][1])
+
+
+def batch_invariance(session: Session, alone: Generation, batched: Generation, padding: int) -> CheckResult:
+    if alone.ids == batched.ids:
+        return CheckResult("batch-invariance", "passed", f"the same {alone.tokens} tokens alone and left-padded by "
+                           f"{padding} tokens in a batch of 2 ({session.dtype})", batched)
+    expected = ("expected batch-position numerics in reduced precision, not a model defect"
+                if session.dtype in ("bfloat16", "float16") else
+                "in float32 this is rare: padding or position ids may be handled wrongly")
+    return CheckResult("batch-invariance", "inconclusive", f"left-padded by {padding} tokens in a batch of 2, the reply "
+                       f"differs {_differs(session, alone, batched)} ({session.dtype}: {expected})", batched)
 
 
 def run_checks(session: Session, family: Family | None, template: str | None,
@@ -160,10 +274,18 @@ def run_checks(session: Session, family: Family | None, template: str | None,
     end_of_turn = TURN_END_MARKERS | set(family.end_of_turn if family else ())
     results: list[CheckResult] = []
     replies: list[tuple[str, Generation]] = []
+    switch = {"enable_thinking": True} if "enable_thinking" in (template or "") else {}
 
-    if support.on_reason is None:
-        step("think-on: generating with enable_thinking=True")
-        prompt = session.render(messages, enable_thinking=True)
+    if support.on_failure is not None:
+        step("generating a reply")
+        prompt = session.render(messages)
+        first = session.generate([prompt])[0]
+        replies.append(("first", first))
+        results.append(CheckResult("think-on", "failed", support.on_failure))
+        results.append(CheckResult("think-off", "not-applicable", "think-on failed: the vocabulary has no markers"))
+    elif support.on_reason is None:
+        step("think-on: generating with thinking on")
+        prompt = session.render(messages, **switch)
         first = session.generate([prompt])[0]
         results.append(think_on(session, support, first))
         replies.append(("think-on", first))
@@ -174,23 +296,26 @@ def run_checks(session: Session, family: Family | None, template: str | None,
             results.append(think_off(session, support, off, same_prompt=off_prompt == prompt))
             replies.append(("think-off", off))
         else:
-            results.append(CheckResult("think-off", None, support.off_reason))
+            results.append(CheckResult("think-off", "not-applicable", support.off_reason))
     else:
         step("generating a reply")
         prompt = session.render(messages)
         first = session.generate([prompt])[0]
         replies.append(("first", first))
-        results.append(CheckResult("think-on", None, support.on_reason))
-        results.append(CheckResult("think-off", None, support.off_reason or support.on_reason))
+        results.append(CheckResult("think-on", "not-applicable", support.on_reason))
+        results.append(CheckResult("think-off", "not-applicable", support.off_reason or support.on_reason))
 
     results.append(stops_at_eos(session, replies, end_of_turn))
 
-    step("deterministic: a second greedy run")
+    step("deterministic: the same request again, greedy and with seeded sampling")
     again = session.generate([prompt])[0]
-    step("deterministic: the same prompt inside a left-padded batch")
-    longer = session.render([{"role": "user", "content": LONGER_QUESTION}], **(
-        {"enable_thinking": True} if support.on_reason is None else {}))
+    sampled = [session.generate([prompt], seed=SAMPLING_SEED)[0] for _ in range(2)]
+    results.append(deterministic(session, [("greedy", first, again),
+                                           (f"sampling with seed {SAMPLING_SEED}", sampled[0], sampled[1])]))
+    step("batch-invariance: the same prompt inside a left-padded batch")
+    longer = session.render([{"role": "user", "content": LONGER_QUESTION}],
+                            **(switch if support.on_reason is None and support.on_failure is None else {}))
     batched, beside = session.generate([prompt, longer])
     padding = max(0, beside.prompt_tokens - first.prompt_tokens)
-    results.append(deterministic(session, first, again, batched, padding))
+    results.append(batch_invariance(session, first, batched, padding))
     return results

@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from hfdoctor import __version__
-from hfdoctor.probe.checks import CheckResult
+from hfdoctor.probe.checks import STATUSES, CheckResult
 
-VERDICT = {True: "[bold green]PASS[/]", False: "[bold red]FAIL[/]", None: "[dim]N/A [/]"}
+VERDICT = {"passed": "[bold green]PASS[/]", "failed": "[bold red]FAIL[/]", "inconclusive": "[bold yellow]??? [/]",
+           "not-applicable": "[dim]N/A [/]"}
 
 
 @dataclass
@@ -25,11 +26,13 @@ class ProbeResult:
     weights_bytes: int | None = None
     checks: list[CheckResult] = field(default_factory=list)
     refused: str | None = None  # why nothing was (or could be) probed
+    served: dict[str, Any] | None = None  # the endpoint probed with --serve / --endpoint
+    served_checks: list[CheckResult] = field(default_factory=list)
 
     def exit_code(self) -> int:
         if self.refused is not None:
             return 2
-        return 1 if any(c.passed is False for c in self.checks) else 0
+        return 1 if any(c.status == "failed" for c in self.checks) else 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -42,6 +45,8 @@ class ProbeResult:
             "weights_bytes": self.weights_bytes,
             "checks": [c.to_json() for c in self.checks],
         }
+        if self.served is not None:
+            out["served"] = {**self.served, "checks": [c.to_json() for c in self.served_checks]}
         if self.refused is not None:
             out["refused"] = self.refused
         return out
@@ -59,7 +64,7 @@ def write_text(result: ProbeResult, console: Console) -> None:
                   f"device: {result.device}, dtype: {result.dtype}, {loaded}")
     replies_shown: set[tuple[str, str]] = set()
     for check in result.checks:
-        console.print(f"  {VERDICT[check.passed]} [bold]{check.name:<13}[/bold] {escape(check.detail)}", soft_wrap=True)
+        console.print(f"  {VERDICT[check.status]} [bold]{check.name:<16}[/bold] {escape(check.detail)}", soft_wrap=True)
         gen = check.generation
         # Checks share replies (stops-at-eos judges the others'): show each prompt's reply once.
         if gen is not None and (gen.prompt, gen.text) not in replies_shown:
@@ -69,8 +74,15 @@ def write_text(result: ProbeResult, console: Console) -> None:
                 reply = reply[:199] + "…"
             console.print(f"       [dim]reply ({gen.tokens} tokens, {gen.seconds:.2f} s):[/dim] {escape(reply)}",
                           soft_wrap=True)
-    counts = {verdict: sum(c.passed is verdict for c in result.checks) for verdict in (True, False, None)}
-    summary = f"{counts[True]} passed, {counts[False]} failed"
-    if counts[None]:
-        summary += f", {counts[None]} not applicable"
-    console.print(f"[{'red' if counts[False] else 'green'}]{summary}[/]")
+    if result.served is not None:
+        console.print(f"  through {escape(result.served['server'])} at {escape(result.served['endpoint'])}:")
+        for check in result.served_checks:
+            console.print(f"    {VERDICT[check.status]} [bold]{check.name:<14}[/bold] {escape(check.detail)}",
+                          soft_wrap=True)
+    counts = {status: sum(c.status == status for c in result.checks) for status in STATUSES}
+    summary = f"{counts['passed']} passed, {counts['failed']} failed"
+    if counts["inconclusive"]:
+        summary += f", {counts['inconclusive']} inconclusive"
+    if counts["not-applicable"]:
+        summary += f", {counts['not-applicable']} not applicable"
+    console.print(f"[{'red' if counts['failed'] else 'green'}]{summary}[/]")

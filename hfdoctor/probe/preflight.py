@@ -14,6 +14,7 @@ Only headers are read here (hfdoctor.weights): a refused 70B checkpoint costs mi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class ProbeRefused(Exception):
 class Weights:
     files: list[str]
     nbytes: int
+    gguf: str | None = None  # the GGUF file transformers loads (gguf_file=), when it is one
 
 
 def human_bytes(n: float) -> str:
@@ -66,10 +68,30 @@ def check_static_rules(repo: ModelRepo) -> None:
         raise ProbeRefused(f"the weights cannot be loaded as declared ({lines}); see `hfdoctor check {repo.root}`")
 
 
-def weights_to_load(repo: ModelRepo) -> Weights:
+def gguf_to_load(repo: ModelRepo, requested: str | None) -> Weights:
+    """The GGUF file to load, and the bytes its tensors take once transformers has
+    dequantized them to float32 (from the header: element counts only)."""
+    headers = repo.gguf.headers
+    if requested is None:
+        if len(headers) > 1:
+            raise ProbeRefused(f"the checkout holds {len(headers)} GGUF files ({', '.join(sorted(headers)[:4])}): "
+                               "name the one to probe (hfdoctor probe DIR/FILE.gguf)")
+        requested = next(iter(headers))
+    header = headers.get(requested)
+    if header is None:
+        why = repo.gguf.errors.get(requested, "not a GGUF file of the checkout")
+        raise ProbeRefused(f"{requested}: {why}")
+    elements = sum(math.prod(t.shape) for t in header.tensors.values())
+    return Weights([requested], elements * 4, gguf=requested)
+
+
+def weights_to_load(repo: ModelRepo, gguf_file: str | None = None) -> Weights:
     """The safetensors files that hold the model and their parameter bytes, from headers only
-    (read once per repo: check_static_rules has read them already)."""
+    (read once per repo: check_static_rules has read them already); for a GGUF checkpoint
+    (or a GGUF named on the command line), the GGUF file."""
     view = repo_weights(repo)
+    if gguf_file is not None or (not view.main_files and repo.gguf.headers):
+        return gguf_to_load(repo, gguf_file)
     if not view.main_files:
         pickles = [f for f in repo.weight_files if not f.endswith((".safetensors", ".gguf"))]
         if pickles:
@@ -138,10 +160,10 @@ def check_chat_template(repo: ModelRepo) -> None:
         )
 
 
-def before_loading(repo: ModelRepo) -> Weights:
+def before_loading(repo: ModelRepo, gguf_file: str | None = None) -> Weights:
     """Every check that needs no torch (the memory check comes once the device is known)."""
     check_lfs_pointers(repo)
     check_static_rules(repo)
-    weights = weights_to_load(repo)
+    weights = weights_to_load(repo, gguf_file)
     check_chat_template(repo)
     return weights

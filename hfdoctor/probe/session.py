@@ -61,14 +61,18 @@ def loads_via_cpu(device: str) -> bool:
 
 def quiet_transformers() -> None:
     """transformers' own progress bars and warnings would garble our display and stderr."""
+    import os
+
     from transformers.utils import logging
 
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF loader's own tqdm bar ignores logging
     logging.set_verbosity_error()
     logging.disable_progress_bar()
 
 
 class Session:
-    def __init__(self, path: str, device: str, max_new_tokens: int, eos_ids: list[int], trust_remote_code: bool):
+    def __init__(self, path: str, device: str, max_new_tokens: int, eos_ids: list[int], trust_remote_code: bool,
+                 gguf_file: str | None = None):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -78,10 +82,14 @@ class Session:
         self.eos_ids = eos_ids
         started = time.perf_counter()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+            # A GGUF is read by transformers' GGUF support (the gguf package): the tokenizer from its
+            # metadata, the tensors dequantized to float32.
+            source = {"gguf_file": gguf_file} if gguf_file else {"use_safetensors": True}
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                path, trust_remote_code=trust_remote_code, **({"gguf_file": gguf_file} if gguf_file else {}))
             via_cpu = loads_via_cpu(device)
             self.model = AutoModelForCausalLM.from_pretrained(
-                path, dtype="auto", use_safetensors=True, trust_remote_code=trust_remote_code,
+                path, dtype="auto", trust_remote_code=trust_remote_code, **source,
                 **({} if via_cpu else {"device_map": device}),
             ).eval()
             if via_cpu and device != "cpu":
@@ -125,8 +133,9 @@ class Session:
                 "see `hfdoctor check`"
             ) from None
 
-    def generate(self, prompts: list[str]) -> list[Generation]:
-        """Greedy replies to `prompts`, as one left-padded batch."""
+    def generate(self, prompts: list[str], seed: int | None = None) -> list[Generation]:
+        """Replies to `prompts`, as one left-padded batch: greedy, or sampled after seeding
+        torch with `seed` (temperature 1, top-k 50: what a seeded request to a server does)."""
         from transformers import GenerationConfig
 
         torch = self._torch
@@ -137,12 +146,16 @@ class Session:
         for row, ids in enumerate(encoded):
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attention_mask[row, width - len(ids):] = 1
+        sampling = {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0} if seed is not None \
+            else {"do_sample": False}
         config = GenerationConfig(
-            do_sample=False, num_beams=1, max_new_tokens=self.max_new_tokens,
-            eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id,
+            num_beams=1, max_new_tokens=self.max_new_tokens,
+            eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id, **sampling,
         )
         started = time.perf_counter()
         try:
+            if seed is not None:
+                torch.manual_seed(seed)
             with torch.no_grad():
                 out = self.model.generate(
                     input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
