@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hfdoctor.programs import ProgramMissing, run_git
+
 MARKER = "# hfdoctor pre-push hook"
 
 
@@ -19,11 +21,12 @@ class HookError(Exception):
 def hooks_dir(repo: Path) -> Path:
     """The repository's hooks directory, honouring core.hooksPath."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--git-path", "hooks"], cwd=repo, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        done = run_git(repo, "rev-parse", "--git-path", "hooks", timeout=30, read=("core.hooksPath",))
+    except (OSError, subprocess.SubprocessError, ProgramMissing):
         raise HookError(f"{repo} is not a git repository (or git is not installed)") from None
+    if done.returncode != 0:
+        raise HookError(f"{repo} is not a git repository (or git is not installed)")
+    out = done.stdout.decode("utf-8", "surrogateescape").strip()
     path = Path(out)
     return path if path.is_absolute() else (repo / path)
 

@@ -164,7 +164,7 @@ def test_not_a_git_repository_is_not_checked(tmp_path):
 
 
 def test_gitattributes_patterns():
-    from hfdoctor.rules.publishing import lfs_rules, routed_to_lfs
+    from hfdoctor.gitfiles import lfs_rules, routed_to_lfs
 
     rules = lfs_rules(HUB_DEFAULT.read_text() + "*.gguf filter=lfs diff=lfs merge=lfs -text\n"
                       "big/**/keep.bin -filter\n/top.json filter=lfs\n")

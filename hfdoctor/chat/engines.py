@@ -8,9 +8,11 @@ accept a different language and render some constructs differently:
   `raise_exception` and `strftime_now` functions. Run through its Python bindings
   (the `minijinja` package), inside hfdoctor's bounded child process, with a fuel limit.
 - @huggingface/jinja (JavaScript): transformers.js and LM Studio. Run with node, when
-  node and the package are installed (HFDOCTOR_NODE_MODULES names the node_modules
-  folder; ./node_modules and ~/.cache/hfdoctor/node_modules are tried), in a separate
-  process with a time and memory limit.
+  node and the package are installed where the user put them (HFDOCTOR_NODE_MODULES names
+  the node_modules folder, else ~/.cache/hfdoctor/node_modules), in a separate process
+  with a time and memory limit. Never the working directory's node_modules, and never a
+  node or a package inside the repository being checked: `hfdoctor check .` runs in that
+  repository, and its JavaScript is the repository's code (hfdoctor.programs).
 
 llama.cpp's minja (C++) is not run here: it needs a compiler and a build.
 
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import partial
@@ -34,7 +35,8 @@ from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import _render_one
 from hfdoctor.chat.consistency import DRIFT_RENDERS
 from hfdoctor.chat.renders import FIXED_NOW, render_key
-from hfdoctor.chat.sandbox import Limits, run_bounded
+from hfdoctor.sandbox import Limits, run_bounded
+from hfdoctor.programs import find_program, hardened_env
 
 MINIJINJA_FUEL = 5_000_000  # instructions per render: far above any real template
 NODE_TIMEOUT_S = 30
@@ -44,14 +46,14 @@ NODE_SCRIPT = r"""
 let input = "";
 process.stdin.on("data", (d) => (input += d));
 process.stdin.on("end", () => {
-  const {template, cases, now} = JSON.parse(input);
+  const {template, cases, now, module} = JSON.parse(input);
   const FIXED = Date.parse(now);
   const RealDate = Date;
   globalThis.Date = class extends RealDate {
     constructor(...a) { if (a.length) { super(...a); } else { super(FIXED); } }
     static now() { return FIXED; }
   };
-  const {Template} = require("@huggingface/jinja");
+  const {Template} = require(module);  // an absolute path: never resolved from the working directory
   const out = [];
   let compiled = null;
   try { compiled = new Template(template); } catch (e) { out.push({compile: String(e && e.message || e)}); }
@@ -152,28 +154,37 @@ def _collect(engine: str, consumers: tuple[str, ...], messages: list, failure: s
     return EngineResult(engine, consumers, texts, errors, compile_error)
 
 
-def node_modules() -> Path | None:
-    """Where @huggingface/jinja is installed, if anywhere hfdoctor looks."""
-    candidates = [os.environ.get("HFDOCTOR_NODE_MODULES"), "node_modules",
-                  str(Path.home() / ".cache" / "hfdoctor" / "node_modules")]
+def node_modules(forbidden: Path | None = None) -> Path | None:
+    """Where the user installed @huggingface/jinja: HFDOCTOR_NODE_MODULES (an absolute path),
+    else ~/.cache/hfdoctor/node_modules; never inside `forbidden` (the checked repository) or
+    the working directory."""
+    candidates = [os.environ.get("HFDOCTOR_NODE_MODULES"), str(Path.home() / ".cache" / "hfdoctor" / "node_modules")]
+    refused = [Path(os.path.realpath(p)) for p in ((forbidden,) if forbidden else ()) + (os.getcwd(),)]
     for candidate in candidates:
-        if candidate and (Path(candidate) / "@huggingface" / "jinja" / "package.json").is_file():
-            return Path(candidate).resolve()
+        if not candidate or not os.path.isabs(candidate):
+            continue
+        real = Path(os.path.realpath(candidate))
+        if any(real == r or r in real.parents for r in refused):
+            continue
+        if (real / "@huggingface" / "jinja" / "package.json").is_file():
+            return real
     return None
 
 
-def run_hf_jinja(template: str, special_tokens: dict[str, str]) -> EngineResult:
+def run_hf_jinja(template: str, special_tokens: dict[str, str], repo_root: Path | None = None) -> EngineResult:
     consumers = ("transformers.js", "LM Studio")
-    node, modules = shutil.which("node"), node_modules()
+    forbidden = [repo_root] if repo_root else []
+    node, modules = find_program("node", forbidden), node_modules(repo_root)
     if node is None or modules is None:
         return EngineResult("@huggingface/jinja", consumers, {}, {},
                             unavailable="node or the @huggingface/jinja package is not installed")
     keyed = cases(special_tokens)
-    payload = json.dumps({"template": template, "cases": [c for _, c in keyed], "now": FIXED_NOW.isoformat()})
-    env = {"PATH": os.environ.get("PATH", ""), "NODE_PATH": str(modules)}
+    payload = json.dumps({"template": template, "cases": [c for _, c in keyed], "now": FIXED_NOW.isoformat(),
+                          "module": str(modules / "@huggingface" / "jinja")})
     try:
         proc = subprocess.run([node, "--max-old-space-size=512", "-e", NODE_SCRIPT], input=payload,
-                              capture_output=True, text=True, timeout=NODE_TIMEOUT_S, env=env)
+                              capture_output=True, text=True, timeout=NODE_TIMEOUT_S, env=hardened_env(),
+                              cwd=str(modules))
         out = json.loads(proc.stdout) if proc.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError) as err:
         return EngineResult("@huggingface/jinja", consumers, {}, {}, unavailable=f"node failed: {err}")
@@ -195,8 +206,8 @@ def run_minijinja(template: str, special_tokens: dict[str, str]) -> EngineResult
     return reference_and_minijinja(template, special_tokens)[1]
 
 
-def run_all(template: str, special_tokens: dict[str, str]
+def run_all(template: str, special_tokens: dict[str, str], repo_root: Path | None = None
             ) -> tuple[dict[tuple[str, bool], str | None], list[EngineResult]]:
     """transformers' reference renders, and every other engine's result."""
     reference, minijinja = reference_and_minijinja(template, special_tokens)
-    return reference, [minijinja, run_hf_jinja(template, special_tokens)]
+    return reference, [minijinja, run_hf_jinja(template, special_tokens, repo_root)]

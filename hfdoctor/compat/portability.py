@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from hfdoctor.chat import corpus, engines
 from hfdoctor.chat.analysis import cached_analysis, special_tokens_for_render
@@ -62,8 +63,8 @@ def judge(result: engines.EngineResult, reference: dict[tuple[str, bool], str | 
 
 
 @lru_cache(maxsize=64)
-def _run(text: str, tokens: tuple[tuple[str, str], ...]) -> tuple[EngineVerdict, ...]:
-    reference, results = engines.run_all(text, dict(tokens))
+def _run(text: str, tokens: tuple[tuple[str, str], ...], repo_root: str | None) -> tuple[EngineVerdict, ...]:
+    reference, results = engines.run_all(text, dict(tokens), Path(repo_root) if repo_root else None)
     if not any(v is not None for v in reference.values()):
         return ()  # transformers renders none of them: the template rules report why
     return tuple(judge(result, reference) for result in results)
@@ -79,4 +80,5 @@ def template_portability(repo: ModelRepo, source: TemplateSource) -> list[Engine
     if analysis is not None and (not analysis.compiled or analysis.fatal is not None):
         return []  # broken in transformers itself: the template rules report it
     tokens = tuple(sorted(special_tokens_for_render(repo).items()))
-    return list(_run(source.text, tokens))
+    root = repo.source.local_dir
+    return list(_run(source.text, tokens, str(root) if root is not None else None))

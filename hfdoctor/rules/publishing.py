@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from typing import Iterator
 
+from hfdoctor import gitfiles
 from hfdoctor.findings import Edit, Finding, Fix, Severity
 from hfdoctor.lineage import card_base_models
 from hfdoctor.repo import ModelRepo
@@ -17,66 +17,6 @@ LFS_LINE = "{} filter=lfs diff=lfs merge=lfs -text\n"
 # Files a transformers processor is built from: the image processor's (preprocessor_config.json)
 # or, since processors save as one file, processor_config.json.
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    """gitattributes(5) pattern semantics: without a slash it matches a basename at any depth;
-    with one it is anchored at the root; `**` crosses directories, `*` and `?` do not."""
-    anchored = "/" in pattern.rstrip("/")
-    pattern = pattern.lstrip("/")
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("/**", i) and i + 3 == len(pattern):
-            out.append("/.*")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[":
-            end = pattern.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape(pattern[i]))
-                i += 1
-            else:
-                out.append("[" + pattern[i + 1:end].replace("\\", "\\\\") + "]")
-                i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    body = "".join(out)
-    return re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
-
-
-def lfs_rules(text: str) -> list[tuple[re.Pattern[str], bool]]:
-    """(pattern, routes to lfs) for each .gitattributes line that sets or unsets `filter`."""
-    rules = []
-    for line in text.splitlines():
-        parts = line.strip().split()
-        if not parts or parts[0].startswith("#"):
-            continue
-        for attr in parts[1:]:
-            if attr.startswith("filter="):
-                rules.append((_glob_regex(parts[0]), attr == "filter=lfs"))
-            elif attr in ("-filter", "!filter"):
-                rules.append((_glob_regex(parts[0]), False))
-    return rules
-
-
-def routed_to_lfs(rel: str, rules: list[tuple[re.Pattern[str], bool]]) -> bool:
-    verdict = False
-    for pattern, lfs in rules:  # the last matching line wins, as in git
-        if pattern.match(rel):
-            verdict = lfs
-    return verdict
 
 
 def _pushed_files(repo: ModelRepo) -> tuple[dict[str, int], bool] | None:
@@ -92,16 +32,13 @@ def _pushed_files(repo: ModelRepo) -> tuple[dict[str, int], bool] | None:
     root = source.local_dir
     if source.kind != "directory" or root is None or not (root / ".git").exists():
         return None  # not a git work tree: `hf upload` routes large files by itself
-    try:
-        out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             capture_output=True, timeout=20, check=True).stdout
-        clean = subprocess.run(["git", "-C", str(root), "config", "--get", "filter.lfs.clean"],
-                               capture_output=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
+    files = [rel for rel, e in entries.items() if e.is_file]
+    # git's index and ignore files, read as data: git itself never runs in the checked repository.
+    listed = gitfiles.committable(root, files)
+    if listed is None:
         return None
-    listed = {p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p}
-    files = {rel: e.size for rel, e in entries.items() if rel in listed and e.is_file and e.size is not None}
-    return files, bool(clean)
+    sizes = {rel: entries[rel].size for rel in listed if entries[rel].size is not None}
+    return sizes, gitfiles.lfs_filter_configured(root)
 
 
 @rule("PUB001", "lfs-attributes", Severity.ERROR)
@@ -128,9 +65,9 @@ def lfs_attributes(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if pushed is None:
         return
     files, lfs_ready = pushed
-    rules = lfs_rules(repo.text(".gitattributes") or "")
+    rules = gitfiles.lfs_rules(repo.text(".gitattributes") or "")
     large = sorted(rel for rel, size in files.items() if size > LFS_LIMIT and rel != ".gitattributes")
-    unrouted = [rel for rel in large if not routed_to_lfs(rel, rules)]
+    unrouted = [rel for rel in large if not gitfiles.routed_to_lfs(rel, rules)]
     plain = [rel for rel in large if rel not in unrouted and not lfs_ready]
     if unrouted:
         shown = ", ".join(f"{rel} ({files[rel] / 2**20:.1f} MiB)" for rel in unrouted[:4])
