@@ -315,6 +315,12 @@ def hook_install(
 
 
 def main() -> None:
+    # Repository data reaches the output (file names with undecodable bytes, JSON strings with
+    # lone surrogates): whatever it holds, what hfdoctor prints is valid UTF-8, the odd
+    # characters escaped (\udcff), never a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         app()
     except KeyboardInterrupt:

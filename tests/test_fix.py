@@ -24,7 +24,7 @@ import pytest
 from rich.console import Console
 
 from conftest import UPSTREAM, check_json, rules_fired, run_cli
-from hfdoctor import jsontext, registry
+from hfdoctor import jsonedit, jsontext, registry
 from hfdoctor.findings import Edit, Severity
 from hfdoctor.edits.apply import EditConflict, apply_edits
 from hfdoctor.edits.card_edits import card_set_base_model
@@ -52,7 +52,7 @@ def writable_copy(src: Path, dest: Path, skip: tuple[str, ...] = ()) -> Path:
 def cut_member(path: Path, pointer: str) -> None:
     """Remove a JSON member textually: its bytes and its comma, nothing else."""
     data = path.read_bytes()
-    start, end = jsontext.member_removal_span(data, pointer)
+    start, end = jsonedit.member_removal_span(data, pointer)
     path.write_bytes(data[:start] + data[end:])
 
 
@@ -332,7 +332,7 @@ def test_template_conflict_is_fixed_only_with_unsafe_fixes(tmp_path):
     config = repo / "tokenizer_config.json"
     original = config.read_bytes()
     stale = json.loads(original)["chat_template"].replace("<tool_call>", "<tools>")
-    splice = jsontext.set_value(original, "/chat_template", stale, jsontext.detect_style(original))
+    splice = jsonedit.set_value(original, "/chat_template", stale, jsonedit.detect_style(original))
     config.write_bytes(splice.apply(original))
     edited = config.read_bytes()
 

@@ -1,4 +1,4 @@
-"""The byte-level JSON locator and editor (hfdoctor/jsontext.py).
+"""The byte-level JSON locator and editor (hfdoctor/jsontext.py, hfdoctor/jsonedit.py).
 
 The central property: cut one member out of a file textually, put it back with
 set_value, and the file is byte-identical, whatever json.dumps options wrote it (or
@@ -14,6 +14,7 @@ import random
 import pytest
 
 from conftest import UPSTREAM
+from hfdoctor import jsonedit as je
 from hfdoctor import jsontext as jt
 
 DOC = {
@@ -37,13 +38,13 @@ DUMPS_STYLES = {
 
 
 def removed(data: bytes, pointer: str) -> bytes:
-    start, end = jt.member_removal_span(data, pointer)
+    start, end = je.member_removal_span(data, pointer)
     return data[:start] + data[end:]
 
 
 def reinsert(data: bytes, pointer: str, value) -> bytes:
     cut = removed(data, pointer)
-    splice = jt.set_value(cut, pointer, value, jt.detect_style(cut))
+    splice = je.set_value(cut, pointer, value, je.detect_style(cut))
     assert splice is not None
     return splice.apply(cut)
 
@@ -70,10 +71,10 @@ def test_unsorted_file_appends_at_the_end(style):
 
 def test_replacing_a_value_touches_only_its_bytes():
     data = json.dumps(DOC, indent=2, sort_keys=True).encode() + b"\n"
-    splice = jt.set_value(data, "/model_max_length", 32768, jt.detect_style(data))
+    splice = je.set_value(data, "/model_max_length", 32768, je.detect_style(data))
     new = splice.apply(data)
     assert new == data.replace(b"131072", b"32768")
-    splice = jt.set_value(data, "/extra", {"a": [1]}, jt.detect_style(data))
+    splice = je.set_value(data, "/extra", {"a": [1]}, je.detect_style(data))
     assert json.loads(splice.apply(data))["extra"] == {"a": [1]}
     assert splice.apply(data) == json.dumps({**DOC, "extra": {"a": [1]}}, indent=2, sort_keys=True).encode() + b"\n"
 
@@ -82,18 +83,18 @@ def test_replacing_a_value_touches_only_its_bytes():
 def test_nested_pointers_insert_into_the_nested_object(style):
     doc = {"a": {"b": {"c": 1, "e": 3}}, "z": 0}
     data = json.dumps(doc, **DUMPS_STYLES[style]).encode()
-    splice = jt.set_value(data, "/a/b/d", [4, 5], jt.detect_style(data))
+    splice = je.set_value(data, "/a/b/d", [4, 5], je.detect_style(data))
     expected = {"a": {"b": {"c": 1, "d": [4, 5], "e": 3}}, "z": 0}  # sorted place in a sorted object
     assert splice.apply(data) == json.dumps(expected, **DUMPS_STYLES[style]).encode()
     # Missing parents are created, laid out like the rest of the file.
-    splice = jt.set_value(data, "/a/x/y", "v", jt.detect_style(data))
+    splice = je.set_value(data, "/a/x/y", "v", je.detect_style(data))
     expected = {"a": {"b": doc["a"]["b"], "x": {"y": "v"}}, "z": 0}
     assert splice.apply(data) == json.dumps(expected, **DUMPS_STYLES[style]).encode()
     # Through an array index, and RFC 6902's "-" appends.
     data = json.dumps({"list": [{"k": 1}, {"k": 2}]}, **DUMPS_STYLES[style]).encode()
-    new = jt.set_value(data, "/list/1/k", 3, jt.detect_style(data)).apply(data)
+    new = je.set_value(data, "/list/1/k", 3, je.detect_style(data)).apply(data)
     assert json.loads(new) == {"list": [{"k": 1}, {"k": 3}]}
-    new = jt.set_value(data, "/list/-", {"k": 9}, jt.detect_style(data)).apply(data)
+    new = je.set_value(data, "/list/-", {"k": 9}, je.detect_style(data)).apply(data)
     assert new == json.dumps({"list": [{"k": 1}, {"k": 2}, {"k": 9}]}, **DUMPS_STYLES[style]).encode()
 
 
@@ -102,9 +103,9 @@ def test_keys_with_slash_and_tilde():
     data = json.dumps(doc, indent=2).encode()
     assert jt.locate(data, "/a~1b") is not None
     assert data[slice(*jt.locate(data, "/m~0n/x~1y~0z"))] == b"2"
-    new = jt.set_value(data, "/m~0n/x~1y~0z", 5, jt.detect_style(data)).apply(data)
+    new = je.set_value(data, "/m~0n/x~1y~0z", 5, je.detect_style(data)).apply(data)
     assert json.loads(new) == {"a/b": 1, "m~n": {"x/y~z": 5}, "plain": 3}
-    new = jt.set_value(data, "/new~1key~0", True, jt.detect_style(data)).apply(data)
+    new = je.set_value(data, "/new~1key~0", True, je.detect_style(data)).apply(data)
     assert json.loads(new)["new/key~"] is True
     assert jt.make_pointer("a/b", "m~n") == "/a~1b/m~0n"
 
@@ -113,14 +114,14 @@ def test_keys_with_slash_and_tilde():
 def test_empty_object_gets_its_first_member(style):
     doc = {"outer": {}, "x": 1}
     data = json.dumps(doc, **DUMPS_STYLES[style]).encode()
-    new = jt.set_value(data, "/outer/k", "v", jt.detect_style(data)).apply(data)
+    new = je.set_value(data, "/outer/k", "v", je.detect_style(data)).apply(data)
     assert new == json.dumps({"outer": {"k": "v"}, "x": 1}, **DUMPS_STYLES[style]).encode()
-    assert jt.set_value(b"{}", "/k", 1, jt.detect_style(b"{}")).apply(b"{}") == b'{"k": 1}'
+    assert je.set_value(b"{}", "/k", 1, je.detect_style(b"{}")).apply(b"{}") == b'{"k": 1}'
 
 
 def test_duplicate_keys_edit_the_last_one_like_json_loads():
     data = b'{\n  "a": 1,\n  "a": 2\n}'
-    new = jt.set_value(data, "/a", 3, jt.detect_style(data)).apply(data)
+    new = je.set_value(data, "/a", 3, je.detect_style(data)).apply(data)
     assert new == b'{\n  "a": 1,\n  "a": 3\n}'
 
 
@@ -132,38 +133,38 @@ STRINGS = ["plain", "quote \" backslash \\ slash /", "tab\tnl\ncr\r\b\f\x00\x1f\
 
 @pytest.mark.parametrize("ensure_ascii", [True, False])
 def test_encode_string_matches_json_dumps(ensure_ascii):
-    style = jt.Style(ensure_ascii=ensure_ascii)
+    style = je.Style(ensure_ascii=ensure_ascii)
     rng = random.Random(5)
     alphabet = "".join(STRINGS) + "".join(chr(c) for c in range(0, 0x250))
     samples = STRINGS + ["".join(rng.choice(alphabet) for _ in range(40)) for _ in range(200)]
     for text in samples:
-        assert jt.encode_string(text, style) == json.dumps(text, ensure_ascii=ensure_ascii), text
+        assert je.encode_string(text, style) == json.dumps(text, ensure_ascii=ensure_ascii), text
 
 
 def test_ensure_ascii_follows_the_file():
     doc = {"a": "ñ", "name": "café", "z": 1}  # "a" keeps the evidence once "name" is cut
     for ensure_ascii in (True, False):
         data = json.dumps(doc, indent=2, ensure_ascii=ensure_ascii).encode()
-        assert jt.detect_style(data, ensure_ascii_default=not ensure_ascii).ensure_ascii is ensure_ascii
+        assert je.detect_style(data, ensure_ascii_default=not ensure_ascii).ensure_ascii is ensure_ascii
         assert reinsert(data, "/name", "café") == data
     # An all-ASCII file does not say: the caller's default decides.
     ascii_only = json.dumps({"a": "x"}, indent=2).encode()
-    assert jt.detect_style(ascii_only, ensure_ascii_default=False).ensure_ascii is False
-    assert jt.detect_style(ascii_only, ensure_ascii_default=True).ensure_ascii is True
+    assert je.detect_style(ascii_only, ensure_ascii_default=False).ensure_ascii is False
+    assert je.detect_style(ascii_only, ensure_ascii_default=True).ensure_ascii is True
 
 
 def test_escaped_slash_html_and_upper_hex_follow_the_file():
     # As PHP writes "/" and as Go/.NET write "<", ">", "&" (upper-case hex in .NET).
     data = b'{"a": "http:\\/\\/x", "b": "\\u003Cb\\u003E", "c": 1}'
-    style = jt.detect_style(data)
+    style = je.detect_style(data)
     assert (style.escape_slash, style.escape_html, style.upper_hex) == (True, True, True)
-    new = jt.set_value(data, "/d", "</s> & é", style).apply(data)
+    new = je.set_value(data, "/d", "</s> & é", style).apply(data)
     assert new.endswith(b'"d": "\\u003C\\/s\\u003E \\u0026 \\u00E9"}')
     assert json.loads(new)["d"] == "</s> & é"
     # A literal backslash before "/" is not an escaped slash.
-    assert jt.detect_style(b'{"a": "C:\\\\/x"}').escape_slash is False
+    assert je.detect_style(b'{"a": "C:\\\\/x"}').escape_slash is False
     plain = json.dumps({"a": "</s>"}).encode()
-    assert jt.detect_style(plain) == jt.Style(indent=None, inline_scalar_lists=True)
+    assert je.detect_style(plain) == je.Style(indent=None, inline_scalar_lists=True)
 
 
 # --- id lists (eos_token_id) -------------------------------------------------------------------
@@ -174,7 +175,7 @@ GEN = {"bos_token_id": 151643, "do_sample": True, "eos_token_id": 151643, "tempe
 @pytest.mark.parametrize("style", DUMPS_STYLES)
 def test_int_becomes_a_list_in_the_file_style(style):
     data = (json.dumps(GEN, sort_keys=True, **DUMPS_STYLES[style]) + "\n").encode()
-    new = jt.add_to_id_list(data, "/eos_token_id", 151645, jt.detect_style(data)).apply(data)
+    new = je.add_to_id_list(data, "/eos_token_id", 151645, je.detect_style(data)).apply(data)
     expected = json.dumps({**GEN, "eos_token_id": [151643, 151645]}, sort_keys=True, **DUMPS_STYLES[style]) + "\n"
     assert new == expected.encode()
 
@@ -182,32 +183,32 @@ def test_int_becomes_a_list_in_the_file_style(style):
 def test_list_layout_follows_other_lists_of_the_file():
     # Hand-written files often keep short lists on one line inside an indented file.
     data = b'{\n  "bad_words_ids": [1, 2],\n  "eos_token_id": 7\n}\n'
-    new = jt.add_to_id_list(data, "/eos_token_id", 9, jt.detect_style(data)).apply(data)
+    new = je.add_to_id_list(data, "/eos_token_id", 9, je.detect_style(data)).apply(data)
     assert new == b'{\n  "bad_words_ids": [1, 2],\n  "eos_token_id": [7, 9]\n}\n'
 
 
 def test_append_to_existing_lists_keeps_their_layout():
     multi = json.dumps({"eos_token_id": [1, 2], "x": 0}, indent=4).encode()
-    new = jt.add_to_id_list(multi, "/eos_token_id", 3, jt.detect_style(multi)).apply(multi)
+    new = je.add_to_id_list(multi, "/eos_token_id", 3, je.detect_style(multi)).apply(multi)
     assert new == json.dumps({"eos_token_id": [1, 2, 3], "x": 0}, indent=4).encode()
     inline = b'{\n  "eos_token_id": [1,2],\n  "x": 0\n}'
-    assert jt.add_to_id_list(inline, "/eos_token_id", 3, jt.detect_style(inline)).apply(inline) == \
+    assert je.add_to_id_list(inline, "/eos_token_id", 3, je.detect_style(inline)).apply(inline) == \
         b'{\n  "eos_token_id": [1,2,3],\n  "x": 0\n}'
     one = json.dumps({"eos_token_id": [1]}, indent=2).encode()
-    assert jt.add_to_id_list(one, "/eos_token_id", 3, jt.detect_style(one)).apply(one) == \
+    assert je.add_to_id_list(one, "/eos_token_id", 3, je.detect_style(one)).apply(one) == \
         json.dumps({"eos_token_id": [1, 3]}, indent=2).encode()
     empty = b'{"eos_token_id": []}'
-    assert jt.add_to_id_list(empty, "/eos_token_id", 3, jt.detect_style(empty)).apply(empty) == b'{"eos_token_id": [3]}'
+    assert je.add_to_id_list(empty, "/eos_token_id", 3, je.detect_style(empty)).apply(empty) == b'{"eos_token_id": [3]}'
 
 
 def test_id_list_edge_cases():
     data = json.dumps({"eos_token_id": [1, 2], "pad": None}, indent=2).encode()
-    style = jt.detect_style(data)
-    assert jt.add_to_id_list(data, "/eos_token_id", 2, style) is None  # already there
-    assert jt.add_to_id_list(data, "/pad", 5, style).apply(data) == data.replace(b"null", b"5")
-    absent = jt.add_to_id_list(data, "/bos_token_id", 0, style).apply(data)
+    style = je.detect_style(data)
+    assert je.add_to_id_list(data, "/eos_token_id", 2, style) is None  # already there
+    assert je.add_to_id_list(data, "/pad", 5, style).apply(data) == data.replace(b"null", b"5")
+    absent = je.add_to_id_list(data, "/bos_token_id", 0, style).apply(data)
     assert json.loads(absent) == {"bos_token_id": 0, "eos_token_id": [1, 2], "pad": None}
-    assert jt.add_to_id_list(b'{"eos_token_id": "x"}', "/eos_token_id", 5, style) is None
+    assert je.add_to_id_list(b'{"eos_token_id": "x"}', "/eos_token_id", 5, style) is None
 
 
 def test_real_llama_eos_list_round_trips():
@@ -216,7 +217,7 @@ def test_real_llama_eos_list_round_trips():
     items = jt.array_items(data, jt.locate(data, "/eos_token_id")[0])
     cut = data[: items[-2][1]] + data[items[-1][1] :]  # drop the last id, 128009 (<|eot_id|>)
     assert json.loads(cut)["eos_token_id"] == [128001, 128008]
-    assert jt.add_to_id_list(cut, "/eos_token_id", 128009, jt.detect_style(cut)).apply(cut) == data
+    assert je.add_to_id_list(cut, "/eos_token_id", 128009, je.detect_style(cut)).apply(cut) == data
 
 
 # --- real files --------------------------------------------------------------------------------
@@ -239,13 +240,13 @@ def uniform_gaps(data: bytes) -> bool:
 def in_rule_position(keys: list[str], index: int) -> bool:
     """Whether the rule (sorted place in a sorted object, else the end) puts keys[index] back where it is."""
     others = keys[:index] + keys[index + 1 :]
-    return jt.insertion_index(others, keys[index], others == sorted(others)) == index
+    return je.insertion_index(others, keys[index], others == sorted(others)) == index
 
 
-def written_in_file_style(data: bytes, key: str, style: jt.Style) -> bool:
+def written_in_file_style(data: bytes, key: str, style: je.Style) -> bool:
     start, end = jt.locate(data, jt.make_pointer(key))
     value = json.loads(data[start:end])
-    return data[start:end].decode() == jt.encode_value(value, style, jt.line_indent_at(data, start))
+    return data[start:end].decode() == je.encode_value(value, style, je.line_indent_at(data, start))
 
 
 @pytest.mark.parametrize("rel", real_json_files())
@@ -266,7 +267,7 @@ def test_real_upstream_files_round_trip(rel):
     if not isinstance(obj, dict) or not obj:
         pytest.skip("not an object")
     keys = list(obj)
-    style = jt.detect_style(data)
+    style = je.detect_style(data)
     exact = [k for i, k in enumerate(keys)
              if uniform_gaps(data) and in_rule_position(keys, i) and written_in_file_style(data, k, style)]
     for key in exact:
@@ -283,7 +284,7 @@ def test_real_files_mostly_round_trip_exactly():
     for rel in real_json_files():
         data = (UPSTREAM / rel).read_bytes()
         obj = json.loads(data)
-        style = jt.detect_style(data)
+        style = je.detect_style(data)
         for i, key in enumerate(obj):
             total += 1
             exact += uniform_gaps(data) and in_rule_position(list(obj), i) and written_in_file_style(data, key, style)
@@ -296,16 +297,16 @@ def test_member_removal_is_the_inverse_of_insertion():
     assert removed(data, "/b") == json.dumps({"a": 1, "c": 3}, indent=2).encode()
     assert removed(data, "/c") == json.dumps({"a": 1, "b": 2}, indent=2).encode()
     assert removed(b'{"only": 1}', "/only") == b"{}"
-    assert jt.member_removal_span(data, "/missing") is None
+    assert je.member_removal_span(data, "/missing") is None
 
 
 def test_set_value_refuses_what_it_cannot_do_exactly():
     data = b'{"a": [1, 2], "s": "x"}'
-    style = jt.detect_style(data)
-    assert jt.set_value(data, "", {}, style) is None  # whole document: that is re-serialising
-    assert jt.set_value(data, "/s/x", 1, style) is None  # through a string
-    assert jt.set_value(data, "/a/7", 1, style) is None  # past the end of an array
-    assert jt.set_value(b'{"a": ', "/a", 1, style) is None  # broken text
+    style = je.detect_style(data)
+    assert je.set_value(data, "", {}, style) is None  # whole document: that is re-serialising
+    assert je.set_value(data, "/s/x", 1, style) is None  # through a string
+    assert je.set_value(data, "/a/7", 1, style) is None  # past the end of an array
+    assert je.set_value(b'{"a": ', "/a", 1, style) is None  # broken text
 
 
 @pytest.mark.parametrize("style", ["2 spaces", "4 spaces", "tabs"])
@@ -315,11 +316,11 @@ def test_crlf_files_get_crlf_line_ends(style):
         return json.dumps(doc, sort_keys=True, **DUMPS_STYLES[style]).replace("\n", "\r\n").encode() + b"\r\n"
 
     data = crlf(GEN)
-    assert jt.detect_style(data).newline == "\r\n"
-    new = jt.add_to_id_list(data, "/eos_token_id", 151645, jt.detect_style(data)).apply(data)
+    assert je.detect_style(data).newline == "\r\n"
+    new = je.add_to_id_list(data, "/eos_token_id", 151645, je.detect_style(data)).apply(data)
     assert new == crlf({**GEN, "eos_token_id": [151643, 151645]})
     for key in DOC:
         assert reinsert(crlf(DOC), jt.make_pointer(key), DOC[key]) == crlf(DOC), key
     empty = crlf({"a": {}, "b": 1})
-    new = jt.set_value(empty, "/a/k", {"x": [1, {"y": 2}]}, jt.detect_style(empty)).apply(empty)
+    new = je.set_value(empty, "/a/k", {"x": [1, {"y": 2}]}, je.detect_style(empty)).apply(empty)
     assert new == crlf({"a": {"k": {"x": [1, {"y": 2}]}}, "b": 1})

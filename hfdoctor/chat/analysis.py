@@ -2,7 +2,7 @@
 
 `analyze(repo, text)` compiles the template and renders a fixed plan of corpus
 conversations (with and without the generation prompt, and with each thinking kwarg
-the template reads) in ONE bounded worker process (hfdoctor.chat.sandbox): a template
+the template reads) in ONE bounded worker process (hfdoctor.sandbox): a template
 that loops forever, allocates gigabytes or pokes at Python internals ends as a
 RenderError on the conversation that triggered it, within a few seconds, and
 hfdoctor goes on. The result is cached on the repo, so the ~10 template rules and
@@ -30,7 +30,7 @@ from hfdoctor.chat.renders import (
     FIXED_NOW, MAX_MESSAGE_CHARS, MAX_RENDER_CHARS, SPECIAL_TOKEN_NAMES, Outcome, RenderError, RenderKey,
     TemplateAnalysis, plan,
 )
-from hfdoctor.chat.sandbox import Limits, StepGuard, StepTimeout, run_bounded, run_in_process
+from hfdoctor.sandbox import Limits, StepGuard, StepTimeout, run_bounded, run_in_process
 from hfdoctor.repo import token_content
 
 if TYPE_CHECKING:
@@ -55,21 +55,43 @@ def _template_line(err: BaseException) -> int | None:
     return line if line is not None else getattr(err, "template_line", None)
 
 
-def dunder_accesses(source: str) -> list[tuple[str, int]]:
-    """`x.__class__`, `x['__globals__']`, `x | attr('__class__')`: the first step of every
-    jinja2 sandbox escape."""
+# Methods of str that format with attribute and item access ("{0.__class__}"): jinja2's
+# sandbox wraps them since 2.8.1, and stored references to them were sandbox escapes until
+# 3.1.5/3.1.6 (CVE-2024-56326, CVE-2025-27516). No chat template calls them; jinja2's own
+# `format` filter (printf-style) is a different thing and stays allowed.
+FORMAT_METHODS = frozenset({"format", "format_map"})
+
+
+def sandbox_escape_attempts(source: str) -> list[tuple[str, int]]:
+    """(what, line) for every first step of a jinja2 sandbox escape in the template's source:
+
+    - an attribute or item that starts with an underscore (`x.__class__`,
+      `x['__globals__']`, `x | attr('__class__')`, `self._TemplateReference__context`);
+    - a name that starts with two underscores (`__builtins__`, `__import__`);
+    - a dunder string passed to any call (`getattr('', '__class__')`);
+    - `str.format` / `str.format_map`, called or kept as a reference;
+    - `self`, the template reference (chat templates have no blocks to call through it).
+
+    The sandbox holds against most of these at render time; a chat template has no reason
+    to try any of them, so the template is refused before it is rendered at all.
+    """
     import jinja2.nodes
 
     from hfdoctor.chat.render import parse_template
 
-    def dunder(node: Any) -> bool:
-        return isinstance(node, jinja2.nodes.Const) and isinstance(node.value, str) and node.value.startswith("__")
+    def underscored(node: Any) -> bool:
+        return isinstance(node, jinja2.nodes.Const) and isinstance(node.value, str) and node.value.startswith("_")
 
     ast = parse_template(source)
-    found = {(n.attr, n.lineno) for n in ast.find_all(jinja2.nodes.Getattr) if n.attr.startswith("__")}
-    found |= {(n.arg.value, n.lineno) for n in ast.find_all(jinja2.nodes.Getitem) if dunder(n.arg)}
+    found = {(n.attr, n.lineno) for n in ast.find_all(jinja2.nodes.Getattr)
+             if n.attr.startswith("_") or n.attr in FORMAT_METHODS}
+    found |= {(n.arg.value, n.lineno) for n in ast.find_all(jinja2.nodes.Getitem) if underscored(n.arg)}
     found |= {(n.args[0].value, n.lineno) for n in ast.find_all(jinja2.nodes.Filter)
-              if n.name == "attr" and n.args and dunder(n.args[0])}
+              if n.name == "attr" and n.args and (underscored(n.args[0]) or (
+                  isinstance(n.args[0], jinja2.nodes.Const) and n.args[0].value in FORMAT_METHODS))}
+    found |= {(n.name, n.lineno) for n in ast.find_all(jinja2.nodes.Name) if n.name.startswith("__") or n.name == "self"}
+    found |= {(a.value, n.lineno) for n in ast.find_all(jinja2.nodes.Call) for a in n.args
+              if isinstance(a, jinja2.nodes.Const) and isinstance(a.value, str) and a.value.startswith("__")}
     return sorted(found, key=lambda item: (item[1], item[0]))
 
 
@@ -134,7 +156,7 @@ def _work(source: str, special_tokens: dict[str, str], tool_use: bool,
         with guard.step():
             compile_template(source)
             variables = template_variables(source)
-            dunders = dunder_accesses(source)
+            dunders = sandbox_escape_attempts(source)
     except (Exception, StepTimeout) as err:
         emit(("compile", classify(err)))
         return
@@ -232,8 +254,29 @@ def analyze(repo: "ModelRepo", text: str, *, tool_use: bool = False) -> Template
     if key not in per_repo:
         special_tokens = special_tokens_for_render(repo)
         analysis = store.load(text, special_tokens, tool_use)
-        per_repo[key] = analysis if analysis is not None else run_analysis(text, special_tokens, tool_use)
+        if analysis is None:
+            analysis = _within_budget(repo, text, special_tokens, tool_use)
+        per_repo[key] = analysis
     return per_repo[key]
+
+
+def _within_budget(repo: "ModelRepo", text: str, special_tokens: dict[str, str], tool_use: bool) -> TemplateAnalysis:
+    """run_analysis, when the repository's time budget still holds a whole worker's limit;
+    otherwise an analysis that says it was skipped (the rules say nothing of it, and
+    check-incomplete names it). A hundred templates that each run to their limit take the
+    budget, not a hundred times the limit."""
+    limits = Limits()
+    if repo.budget.remaining() < limits.total_s:
+        repo.budget.skip_for_time(f"chat templates ({_template_label(repo, text)} and any after it)")
+        analysis = TemplateAnalysis(text, tool_use)
+        analysis.fatal = (None, RenderError("skipped", "NotAnalysed", "the time budget of this check ran out"))
+        return analysis
+    return run_analysis(text, special_tokens, tool_use, limits)
+
+
+def _template_label(repo: "ModelRepo", text: str) -> str:
+    source = next((s for s in repo.chat_templates if s.text == text), None)
+    return f"the {source.name!r} template in {source.where}" if source is not None else "a template"
 
 
 def cached_analysis(repo: "ModelRepo", text: str) -> TemplateAnalysis | None:

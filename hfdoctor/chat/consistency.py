@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
+from hfdoctor import patterns
 from hfdoctor.chat import corpus
 from hfdoctor.chat.capabilities import FULLWIDTH_MARKER, PIPE_MARKER
 from hfdoctor.chat.renders import TemplateAnalysis, render_key
+from hfdoctor.tokenizing import TokenizerFailed
 
 CONTEXT_CHARS = 30
 
@@ -51,6 +53,9 @@ def _reason(earlier: str, later: str, at: int) -> str:
     return "the earlier turn renders differently once the conversation continues"
 
 
+MARKER_SHAPES = patterns.compile(f"{PIPE_MARKER.pattern}|{FULLWIDTH_MARKER.pattern}")
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """What prefix checks need to know of a tokenizer without building one.
@@ -66,10 +71,15 @@ class Vocabulary:
     load: Callable[[], Any] | None = None
 
     @cached_property
-    def pattern(self) -> re.Pattern[str]:
+    def pattern(self) -> patterns.Pattern:
+        """The added tokens, longest first, as one RE2 alternation (the vocabulary is repository
+        data: thousands of tokens, over renders of any length, in linear time)."""
         if self.added:
-            return re.compile("|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True)))
-        return re.compile(f"{PIPE_MARKER.pattern}|{FULLWIDTH_MARKER.pattern}")  # no tokenizer: marker shapes
+            compiled = patterns.compile_large("|".join(patterns.escape(t) for t in
+                                                       sorted(self.added, key=len, reverse=True)))
+            if compiled is not None:
+                return compiled
+        return MARKER_SHAPES  # no tokenizer (or too many tokens for one automaton): marker shapes
 
     def piece_at(self, text: str, at: int) -> str:
         """The added token starting at `at`, else the word there (up to a space or a token)."""
@@ -138,8 +148,11 @@ def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
     tokenizer = vocabulary.load() if vocabulary.load is not None else None
     if tokenizer is None:
         return None
-    a = tokenizer.encode(earlier, add_special_tokens=False)
-    b = tokenizer.encode(later, add_special_tokens=False)
+    try:
+        a = tokenizer.encode(earlier, add_special_tokens=False)
+        b = tokenizer.encode(later, add_special_tokens=False)
+    except TokenizerFailed:
+        return None  # the tokenizer cannot encode these renders: no verdict in tokens
     if b.ids[: len(a.ids)] == a.ids:
         return None
     i = next((k for k, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), min(len(a.ids), len(b.ids)))
@@ -159,8 +172,13 @@ def _token_text(tokenizer: Any, ids: list[int], i: int) -> str:
         return str(ids[i])
 
 
-# An empty reasoning block: <think></think>, <think>\n\n</think>, ...
-EMPTY_THINKING = re.compile(r"<(\w*think\w*)>\s*</\1>", re.IGNORECASE)
+# An empty reasoning block: <think></think>, <think>\n\n</think>, ... (RE2 has no
+# backreference: the tag names are compared after the match).
+EMPTY_THINKING = patterns.compile(r"(?i)<(\w*think\w*)>\s*</(\w*think\w*)>")
+
+
+def has_empty_thinking(text: str) -> bool:
+    return any(m.group(1).lower() == m.group(2).lower() for m in EMPTY_THINKING.finditer(text))
 
 
 @dataclass(frozen=True)
@@ -196,7 +214,7 @@ def completion_mismatch(analysis: TemplateAnalysis, scenario: corpus.Completion,
         if between.strip() == "":  # " " before the reply: SentencePiece's own word boundary
             return None
         # The block may open in the generation prompt and close in the full render.
-        empty_thinking = EMPTY_THINKING.search(prompt[-CONTEXT_CHARS:] + between) is not None
+        empty_thinking = has_empty_thinking(prompt[-CONTEXT_CHARS:] + between)
         history = analysis.rendered("multi_turn_reply", False, **mode) or ""
         if not empty_thinking and between + corpus.ASSISTANT_1 in history:
             return None

@@ -20,7 +20,7 @@ Mirrors transformers 5.x (`utils/chat_template_utils.py` and
 `return_assistant_tokens_mask`: (start, end) character offsets in the output.
 
 Rendering here is in-process and unbounded: callers that render untrusted templates go
-through hfdoctor.chat.sandbox (see analysis.py).
+through hfdoctor.sandbox (see analysis.py).
 """
 
 from __future__ import annotations

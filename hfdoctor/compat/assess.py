@@ -17,6 +17,7 @@ from hfdoctor import lineage
 from hfdoctor.compat import knowledge as kb
 from hfdoctor.compat.portability import template_portability
 from hfdoctor.repo import ModelRepo
+from hfdoctor.tokenizing import TokenizerFailed
 from hfdoctor.weights.headers import repo_weights
 
 STATUS_ORDER = {"loads": 0, "caveat": 1, "fails": 2}
@@ -144,7 +145,10 @@ def chk_hash(repo: ModelRepo) -> str | None:
             return None
         # The converter encodes with transformers' AutoTokenizer; the fast tokenizer adds the
         # post-processor's special tokens like add_special_tokens=True (checked on Qwen3, Llama 3.1).
-        ids = repo.tokenizer.encode(kb.chktxt(), add_special_tokens=True).ids
+        try:
+            ids = repo.tokenizer.encode(kb.chktxt(), add_special_tokens=True).ids
+        except TokenizerFailed:
+            return None  # the tokenizer cannot encode (it panics): file-unreadable says it
         _CHK_BY_FILE[key] = hashlib.sha256(str(ids).encode()).hexdigest()
     return _CHK_BY_FILE[key]
 

@@ -1,7 +1,7 @@
 """JSON edits: make one pointer hold one value, touching only that value's bytes.
 
 A JSON edit replaces the bytes of one value or inserts one member, in the file's own
-style (hfdoctor.jsontext: indentation, key order, escaping, line ends). Every edit is
+style (hfdoctor.jsonedit: indentation, key order, escaping, line ends). Every edit is
 applied in memory and re-parsed before it is offered: if the result is not exactly the
 old document with that one value set, no edit is offered.
 """
@@ -13,7 +13,7 @@ import json
 from pathlib import PurePosixPath
 from typing import Any
 
-from hfdoctor import jsontext
+from hfdoctor import jsonedit, jsontext
 from hfdoctor.findings import Edit
 from hfdoctor.repo import ModelRepo
 
@@ -27,7 +27,7 @@ def json_set_value(repo: ModelRepo, file: str, pointer: str, value: Any) -> Edit
     """The edit that makes `pointer` in `file` hold `value` (replacing or inserting);
     None when the file is absent or broken, the value is already there, or no exact
     edit can be made."""
-    return _json_edit(repo, file, pointer, value, lambda data, style: jsontext.set_value(data, pointer, value, style))
+    return _json_edit(repo, file, pointer, value, lambda data, style: jsonedit.set_value(data, pointer, value, style))
 
 
 def json_add_to_id_list(repo: ModelRepo, file: str, pointer: str, token_id: int) -> Edit | None:
@@ -43,7 +43,7 @@ def json_add_to_id_list(repo: ModelRepo, file: str, pointer: str, token_id: int)
         wanted = [current, token_id]
     else:
         wanted = token_id
-    return _json_edit(repo, file, pointer, wanted, lambda d, style: jsontext.add_to_id_list(d, pointer, token_id, style))
+    return _json_edit(repo, file, pointer, wanted, lambda d, style: jsonedit.add_to_id_list(d, pointer, token_id, style))
 
 
 def json_remove_member(repo: ModelRepo, file: str, pointer: str) -> Edit | None:
@@ -52,7 +52,7 @@ def json_remove_member(repo: ModelRepo, file: str, pointer: str) -> Edit | None:
     data, obj = repo.raw(file), repo.json(file)
     if data is None or obj is None:
         return None
-    span = jsontext.member_removal_span(data, pointer)
+    span = jsonedit.member_removal_span(data, pointer)
     if span is None:
         return None
     parts = jsontext.parse_pointer(pointer)
@@ -79,13 +79,13 @@ def json_set_values(repo: ModelRepo, file: str, values: dict[str, Any]) -> Edit 
     data, obj = repo.raw(file), repo.json(file)
     if data is None or obj is None:
         return None
-    style = jsontext.detect_style(data, ensure_ascii_default=PurePosixPath(file).name not in UTF8_JSON_FILES)
+    style = jsonedit.detect_style(data, ensure_ascii_default=PurePosixPath(file).name not in UTF8_JSON_FILES)
     patched, expected = data, obj
     for pointer, value in values.items():
         parts = jsontext.parse_pointer(pointer)
         if _resolve(expected, parts) == value:
             continue
-        splice = jsontext.set_value(patched, pointer, value, style)
+        splice = jsonedit.set_value(patched, pointer, value, style)
         expected = _with_value(expected, parts, value)
         if splice is None or expected is _MISSING:
             return None
@@ -137,7 +137,7 @@ def _json_edit(repo: ModelRepo, file: str, pointer: str, wanted: Any, make) -> E
     parts = jsontext.parse_pointer(pointer)
     if _resolve(obj, parts) == wanted:
         return None
-    style = jsontext.detect_style(data, ensure_ascii_default=PurePosixPath(file).name not in UTF8_JSON_FILES)
+    style = jsonedit.detect_style(data, ensure_ascii_default=PurePosixPath(file).name not in UTF8_JSON_FILES)
     splice = make(data, style)
     if splice is None:
         return None

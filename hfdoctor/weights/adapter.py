@@ -8,27 +8,29 @@ resized embeddings) are saved as ordinary tensors.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfdoctor import registry
+from hfdoctor import patterns, registry
 from hfdoctor.weights.headers import TensorInfo
 
-LORA_TENSOR = re.compile(
+# Tensor names and adapter_config.json are repository data: every pattern here runs in RE2.
+LORA_TENSOR = patterns.compile(
     r"^(?:base_model\.model\.)?(?P<module>.+?)\.(?P<kind>lora_A|lora_B|lora_embedding_A|lora_embedding_B)"
     r"(?:\.[A-Za-z0-9_]+)?(?:\.weight)?$")
-LAYER = re.compile(r"\.(?:layers|h|blocks)\.(\d+)\.")
+LAYER = patterns.compile(r"\.(?:layers|h|blocks)\.(\d+)\.")
 # Modules whose input is the residual stream (hidden_size wide), and those that write to it.
 READS_HIDDEN = ("q_proj", "k_proj", "v_proj", "qkv_proj", "gate_proj", "up_proj", "gate_up_proj")
 WRITES_HIDDEN = ("o_proj", "down_proj")
 # Repo-name endings of quantized copies published for QLoRA training (unsloth's bnb-4bit
 # mirrors, GPTQ/AWQ exports): not the weights a server loads.
-QUANTIZED_COPY = re.compile(r"(?i)[-_.](unsloth-)?(bnb-?4bit|bnb-?8bit|4bit|8bit|gptq(-int[48])?|awq|int4|int8|nf4)$")
+QUANTIZED_COPY = patterns.compile(r"(?i)[-_.](unsloth-)?(bnb-?4bit|bnb-?8bit|4bit|8bit|gptq(-int[48])?|awq|int4|int8|nf4)$")
 # First path segments that name a training machine's folders, not a Hub organisation.
 LOCAL_ROOTS = {"outputs", "output", "models", "model", "checkpoints", "checkpoint", "results", "content",
                "workspace", "data", "tmp", "home", "mnt", "root", "kaggle", "runs", "saved_models", "ckpt"}
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[A-Za-z0-9][\w.\-]{0,95})?$")
+WINDOWS_DRIVE = patterns.compile(r"^[A-Za-z]:[\\/]")
+CHECKPOINT_DIR = patterns.compile(r"checkpoint-\d+")
+REPO_ID = patterns.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[A-Za-z0-9][\w.\-]{0,95})?$")
 
 
 @dataclass
@@ -81,11 +83,10 @@ def rank_for(config: dict[str, Any], module: str) -> int | None:
     pattern = config.get("rank_pattern")
     if isinstance(pattern, dict):
         for key, value in pattern.items():
-            try:
-                if re.fullmatch(rf"(.*\.)?{key}", module):
-                    return value if isinstance(value, int) else None
-            except re.error:
-                continue
+            # PEFT's own concatenation; a key RE2 refuses (or that is not text) matches nothing.
+            compiled = patterns.compile_untrusted(rf"(.*\.)?{key}") if isinstance(key, str) else None
+            if compiled is not None and compiled.fullmatch(module):
+                return value if isinstance(value, int) else None
     r = config.get("r")
     return r if isinstance(r, int) and not isinstance(r, bool) else None
 
@@ -94,10 +95,8 @@ def targeted(target: Any, module: str) -> bool:
     """PEFT's own matching: a string is a regex the whole module name must match; a list
     names module leaves (or full names, or name suffixes after a dot)."""
     if isinstance(target, str):
-        try:
-            return re.fullmatch(target, module) is not None
-        except re.error:
-            return False
+        compiled = patterns.compile_untrusted(target)  # None: RE2 refuses it (backreferences...)
+        return compiled is not None and compiled.fullmatch(module) is not None
     if isinstance(target, list):
         return any(isinstance(t, str) and (module == t or module.endswith("." + t)) for t in target)
     return False
@@ -105,12 +104,12 @@ def targeted(target: Any, module: str) -> bool:
 
 def local_path(value: str) -> bool:
     """base_model_name_or_path that names a folder of the training machine, not a Hub repo."""
-    if value.startswith(("/", "./", "../", "~", "\\")) or "\\" in value or re.match(r"^[A-Za-z]:[\\/]", value):
+    if value.startswith(("/", "./", "../", "~", "\\")) or "\\" in value or WINDOWS_DRIVE.match(value):
         return True
     parts = value.split("/")
     if len(parts) > 2 or not REPO_ID.match(value):
         return True
-    return len(parts) == 2 and (parts[0].lower() in LOCAL_ROOTS or re.fullmatch(r"checkpoint-\d+", parts[1]) is not None)
+    return len(parts) == 2 and (parts[0].lower() in LOCAL_ROOTS or CHECKPOINT_DIR.fullmatch(parts[1]) is not None)
 
 
 def quantized_copy(value: str) -> bool:

@@ -8,7 +8,6 @@ have such checkpoints. Pure Python: lineage.py calls it on every check.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,8 +41,30 @@ MODEL_TYPE_FEATURES: dict[str, frozenset[str]] = {
     "gpt_oss": frozenset({"qkv_bias", "experts", "sinks"}),
 }
 EMBEDDING_SUFFIXES = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "tok_embeddings.weight")
-LAYER_INDEX = re.compile(r"^(?P<prefix>(?:.*\.)?(?:layers|h|blocks))\.(?P<i>\d+)\.(?P<rest>.+)$")
-EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
+STACK_NAMES = frozenset({"layers", "h", "blocks"})
+
+
+def layer_index(name: str) -> tuple[str, int, str] | None:
+    """(prefix, layer, rest) of `model.layers.12.mlp.up_proj.weight`: the last `layers|h|blocks`
+    followed by a number and more name. Split, not matched: a regex for this backtracks
+    quadratically on a long name, and this runs over every tensor of a checkpoint."""
+    parts = name.split(".")
+    for j in range(len(parts) - 3, -1, -1):
+        index = parts[j + 1]
+        if parts[j] in STACK_NAMES and index.isascii() and index.isdecimal():
+            rest = ".".join(parts[j + 2:])
+            if rest:
+                return ".".join(parts[:j + 1]), int(index), rest
+    return None
+
+
+def expert_index(rest: str) -> int | None:
+    """The number after `experts.` in a layer's tensor name (`mlp.experts.7.up_proj.weight`)."""
+    parts = rest.split(".")
+    for j in range(len(parts) - 2):
+        if parts[j] == "experts" and parts[j + 1].isascii() and parts[j + 1].isdecimal():
+            return int(parts[j + 1])
+    return None
 
 
 @dataclass(frozen=True)
@@ -85,10 +106,11 @@ def weights_layout(tensors: dict[str, TensorInfo]) -> WeightsLayout | None:
     by_prefix: dict[str, set[int]] = {}
     layer_rest: dict[str, set[str]] = {}
     for name in tensors:
-        m = LAYER_INDEX.match(name)
-        if m:
-            by_prefix.setdefault(m.group("prefix"), set()).add(int(m.group("i")))
-            layer_rest.setdefault(m.group("prefix"), set()).add(m.group("rest"))
+        found = layer_index(name)
+        if found is not None:
+            prefix, i, rest = found
+            by_prefix.setdefault(prefix, set()).add(i)
+            layer_rest.setdefault(prefix, set()).add(rest)
     prefix = max(by_prefix, key=lambda p: len(by_prefix[p]), default=None)
     layers = max(by_prefix[prefix]) + 1 if prefix is not None else None
     rests = layer_rest.get(prefix, set()) if prefix is not None else set()
@@ -107,7 +129,7 @@ def weights_layout(tensors: dict[str, TensorInfo]) -> WeightsLayout | None:
         features.add("mla")
     if any(r.endswith("sinks") for r in rests):
         features.add("sinks")
-    experts = {int(m.group(1)) for r in rests if (m := EXPERT_INDEX.search(f".{r}"))}
+    experts = {i for r in rests if (i := expert_index(r)) is not None}
     embedding = next((n for n in sorted(tensors, key=len) if n.endswith(EMBEDDING_SUFFIXES)), None)
     shape = tensors[embedding].shape if embedding else ()
     return WeightsLayout(

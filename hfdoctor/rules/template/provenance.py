@@ -8,7 +8,7 @@ import re
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor import registry
+from hfdoctor import patterns, registry
 from hfdoctor.chat.triggers import TemplateText, read_template
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
@@ -21,7 +21,9 @@ PART_TYPES = {"text", "image", "image_url", "video", "video_url", "audio", "inpu
               "tool_result", "thinking", "reasoning"}
 # A literal made only of markup (<think>, </tool_response>, [TOOL_RESULTS], <|channel|>final<|message|>):
 # templates parse reasoning and tool blocks out of content with these.
-MARKUP = re.compile(r"^\s*((</?[^<>\s]{1,40}>)|(\[/?[A-Z_]{2,40}\])|(<\|[^<>|]{1,40}\|>[a-z_]*))+\s*$")
+# RE2: `(...)+` over alternatives that overlap (`<|x|>` is also `<...>`) backtracks
+# exponentially in Python's engine.
+MARKUP = patterns.compile(r"^\s*((</?[^<>\s]{1,40}>)|(\[/?[A-Z_]{2,40}\])|(<\|[^<>|]{1,40}\|>[a-z_]*))+\s*$")
 _EMPTY = TemplateText()
 URL = re.compile(r"(?i)\bhttps?://|\bwww\.[a-z0-9-]+\.[a-z]{2,}")
 

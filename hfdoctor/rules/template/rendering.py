@@ -8,10 +8,12 @@ import os
 import re
 from typing import TYPE_CHECKING, Iterator
 
+from hfdoctor import patterns
 from hfdoctor.chat import capabilities, corpus
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
+from hfdoctor.tokenizing import TokenizerFailed
 from hfdoctor.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, quoted_line, shapes_text, template_sources,
 )
@@ -115,6 +117,8 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
             continue
         if analysis.fatal is not None:
             key, error = analysis.fatal
+            if error.kind == "skipped":
+                continue  # not analysed (the time budget ran out): check-incomplete says so
             if key is None:
                 what = f"hfdoctor refused to render the {source.name!r} chat template"
             else:
@@ -179,6 +183,11 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
             )
 
 
+# Over the template's source (repository data): RE2, since `\S*role` after each `'system'`
+# is quadratic in a backtracking engine.
+SYSTEM_TEST = patterns.compile(r"""(role\W{1,4}(==|!=|is|in)\s*\(?\s*['"]system['"])|(['"]system['"]\s*(==|!=|in)\s*\S*role)""")
+
+
 def _refuses_system(message: str) -> bool:
     """The raised message says system prompts are refused ("System role not supported")."""
     return re.search(r"system[^.]*\b(not|no|unsupported|never|cannot)\b|\b(not|no|never|cannot|only)\b[^.]*system",
@@ -187,7 +196,7 @@ def _refuses_system(message: str) -> bool:
 
 def _handles_system(text: str) -> bool:
     """The template tests for the system role (so it means to accept one)."""
-    return re.search(r"""(role\W{1,4}(==|!=|is|in)\s*\(?\s*['"]system['"])|(['"]system['"]\s*(==|!=|in)\s*\S*role)""", text) is not None
+    return SYSTEM_TEST.search(text) is not None
 
 
 @rule("TPL005", "template-unknown-token", Severity.ERROR)
@@ -227,8 +236,11 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     for marker in missing:
         pieces = ""
         if repo.tokenizer is not None:
-            tokens = repo.tokenizer.encode(marker, add_special_tokens=False).tokens
-            pieces = f" (it is split into {len(tokens)} tokens: {', '.join(repr(t) for t in tokens[:6])})"
+            try:
+                tokens = repo.tokenizer.encode(marker, add_special_tokens=False).tokens
+                pieces = f" (it is split into {len(tokens)} tokens: {', '.join(repr(t) for t in tokens[:6])})"
+            except TokenizerFailed:
+                pieces = ""
         close = _closest(marker, unused)
         hint = f" Did you mean {close!r}?" if close else ""
         line = line_of_text(source, marker)
