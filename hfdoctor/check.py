@@ -14,15 +14,15 @@ from hfdoctor.rules.base import Rule
 from hfdoctor.upstream import Upstream
 
 
-# Runs after every other rule, so that it reports the problems any of them ran into.
-RUN_LAST = ("file-unreadable",)
+# Run after every other rule and after the compat section, so that they report the
+# problems (unreadable files, budgets spent) anything before them ran into.
+RUN_LAST = ("file-unreadable", "check-incomplete")
 
 
 def run_rules(repo: ModelRepo, rules: list[Rule]) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     internal: list[str] = []
-    ordered = [r for r in rules if r.name not in RUN_LAST] + [r for r in rules if r.name in RUN_LAST]
-    for r in ordered:
+    for r in rules:
         try:
             findings.extend(r.check(repo))
         except Exception as err:  # a bug in hfdoctor, never the repo's fault
@@ -52,13 +52,14 @@ def check_repo(
 ) -> Report:
     """check_target for a repo object already built (the fixer checks a patched view)."""
     target = target if target is not None else str(repo.root)
-    findings, internal = run_rules(repo, selected_rules(select, ignore))
+    rules = selected_rules(select, ignore)
+    findings, internal = run_rules(repo, [r for r in rules if r.name not in RUN_LAST])
     try:
         lin = lineage.detect(repo).to_json()
     except Exception as err:
         internal.append(f"lineage crashed: {type(err).__name__}: {err}")
         lin = {"family": None, "base_model": None, "evidence": []}
-    report = Report(target=target, findings=sorted(findings, key=sort_key), lineage=lin, internal_errors=internal)
+    report = Report(target=target, findings=findings, lineage=lin, internal_errors=internal)
     source = repo.source
     if source.revision is not None:
         report.sections["revision"] = dict(source.revision)
@@ -69,4 +70,7 @@ def check_repo(
         report.sections["compat"] = section(repo, assess(repo))
     except Exception as err:  # a bug in hfdoctor, never the repo's fault
         report.internal_errors.append(f"compat crashed: {type(err).__name__}: {err}")
+    last, internal_last = run_rules(repo, [r for r in rules if r.name in RUN_LAST])
+    report.findings = sorted(report.findings + last, key=sort_key)
+    report.internal_errors.extend(internal_last)
     return report

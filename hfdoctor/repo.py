@@ -8,18 +8,19 @@ skipped. Nothing here ever writes, executes repository code, or reads tensor dat
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hfdoctor import jsontext
+from hfdoctor import jsontext, patterns
+from hfdoctor.budget import Budget
 from hfdoctor.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
+from hfdoctor.parsing import ParseError, load_json, load_yaml
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
+from hfdoctor.tokenizing import SafeTokenizer, load_tokenizer
 from hfdoctor.upstream import Upstream
 
 METADATA_JSON_FILES = (
@@ -39,8 +40,12 @@ ADAPTER_CONFIG = "adapter_config.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 # Same shape as huggingface_hub's REGEX_YAML_BLOCK, so we agree with the Hub on what
-# counts as front matter.
-FRONT_MATTER = re.compile(r"^(\s*---[\r\n]+)([\S\s]*?)([\r\n]+---(\r\n|\n|$))")
+# counts as front matter; run by RE2 (Python's engine takes minutes on a card of blank lines).
+FRONT_MATTER = patterns.compile(r"^(\s*---[\r\n]+)([\S\s]*?)([\r\n]+---(\r\n|\n|$))")
+FRONT_MATTER_KEY = patterns.compile(r"^([A-Za-z0-9_\-]+)[ \t]*:")
+# The most front matter hfdoctor parses: real cards hold a few KB (model-index results
+# included); PyYAML is pure Python, a megabyte of YAML takes it seconds.
+MAX_FRONT_MATTER_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -107,8 +112,12 @@ def as_id_list(value: Any) -> list[int]:
 class ModelRepo:
     """The cached view of one repository, whatever its source (a directory, the Hub, a commit)."""
 
-    def __init__(self, target: str | os.PathLike[str] | Source, upstream: Upstream | None = None):
+    def __init__(self, target: str | os.PathLike[str] | Source, upstream: Upstream | None = None,
+                 budget: Budget | None = None):
         self.source = target if isinstance(target, Source) else LocalSource(target)
+        # One allowance of time and bytes for everything a check of this repository does.
+        self.budget = budget if budget is not None else (self.source.budget or Budget.from_env())
+        self.source.budget = self.budget
         # A directory's path; for other sources the label messages use.
         self.root = self.source.local_dir or Path(self.source.label)
         # Where rules and fixes look for upstream files (templates, configs).
@@ -118,6 +127,7 @@ class ModelRepo:
         self.report_sections: dict[str, Any] = {}
         self._raw: dict[str, bytes | None] = {}
         self._json: dict[str, Any] = {}
+        self._json_index: dict[str, jsontext.JsonIndex] = {}
 
     def __repr__(self) -> str:
         return f"ModelRepo({self.source.label!r})"
@@ -183,13 +193,13 @@ class ModelRepo:
         text = self.text(rel)
         if text is not None:
             try:
-                value = json.loads(text)
-            except json.JSONDecodeError as err:
-                # An unterminated string or an error at the very end: the file was cut off.
-                truncated = err.pos >= len(text.rstrip()) or err.msg.startswith("Unterminated")
-                what = "is truncated" if truncated else "is not valid JSON"
-                self.problem(rel, f"{what}: {err.msg} at line {err.lineno} column {err.colno}", err.lineno)
+                value = load_json(text, self._raw.get(rel))
+            except ParseError as err:
+                self.problem(rel, err.message, err.line)
                 value = None
+            if value is None and rel not in self.problems:
+                # `null` is valid JSON, but no loader takes it for a config: never "absent".
+                self.problem(rel, "holds `null`, not a JSON object: loaders fail on it", 1)
         self._json[rel] = value
         return value
 
@@ -211,10 +221,15 @@ class ModelRepo:
             return card.key_lines.get(key) if card else None
         if not rel.endswith(".json"):
             return None  # a GGUF metadata key has no line
-        data = self._raw.get(rel) or self.raw(rel)
-        if data is None:
-            return None
-        return jsontext.line_of_pointer(data, pointer)
+        index = self._json_index.get(rel)
+        if index is None:
+            data = self._raw.get(rel) or self.raw(rel)
+            if data is None:
+                return None
+            # One index per file: a repository with thousands of findings in one file costs
+            # one walk of it, not one per finding.
+            index = self._json_index[rel] = jsontext.JsonIndex(data)
+        return index.line_of_pointer(pointer)
 
     def load_all(self) -> None:
         """Touch every metadata file so that all problems are known (file-unreadable).
@@ -281,17 +296,11 @@ class ModelRepo:
         return self.gguf.primary
 
     @cached_property
-    def tokenizer(self):
-        """A `tokenizers.Tokenizer` built from tokenizer.json, or None."""
+    def tokenizer(self) -> SafeTokenizer | None:
+        """The tokenizer built from tokenizer.json (panics contained: hfdoctor.tokenizing), or None."""
         if self.tokenizer_json is None:
             return None
-        from tokenizers import Tokenizer
-
-        try:
-            return Tokenizer.from_str(self.text("tokenizer.json"))
-        except Exception as err:  # tokenizers raises plain Exception subclasses
-            self.problem("tokenizer.json", f"is JSON but tokenizers cannot load it: {err}")
-            return None
+        return load_tokenizer(self.text("tokenizer.json"), lambda why: self.problem("tokenizer.json", why))
 
     @cached_property
     def vocab(self) -> dict[str, int] | None:
@@ -310,7 +319,7 @@ class ModelRepo:
             if isinstance(base, dict):
                 vocab.update(_int_values(base))
             elif isinstance(base, list):  # Unigram: [[piece, score], ...]
-                vocab.update({p[0]: i for i, p in enumerate(base) if isinstance(p, list) and p})
+                vocab.update({p[0]: i for i, p in enumerate(base) if isinstance(p, list) and p and isinstance(p[0], str)})
             vocab.update({token: token_id for token_id, token in self.tokenizer_json_added.items()})
             return vocab or None
         base_vocab = self.json_object("vocab.json")
@@ -335,7 +344,7 @@ class ModelRepo:
         if isinstance(decoder, dict):
             for key, value in decoder.items():
                 content = token_content(value)
-                if key.isdigit() and content is not None:
+                if key.isascii() and key.isdecimal() and content is not None:
                     result[int(key)] = content
         return result
 
@@ -456,17 +465,16 @@ class ModelRepo:
         match = FRONT_MATTER.match(text)
         if match is None:
             return Card(text, None, {}, text)
-        import yaml
-
         block = match.group(2)
         first_line = match.group(1).count("\n") + 1  # line of the first YAML line
+        if len(block) > MAX_FRONT_MATTER_BYTES:
+            self.problem("README.md", f"front matter is {len(block):,} characters, more than the "
+                         f"{MAX_FRONT_MATTER_BYTES:,} hfdoctor parses", first_line)
+            return Card(text, None, {}, text[match.end() :])
         try:
-            metadata = yaml.safe_load(block)
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            line = first_line + mark.line if mark is not None else first_line
-            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            self.problem("README.md", f"front matter is not valid YAML: {problem} (line {line})", line)
+            metadata = load_yaml(block, first_line)
+        except ParseError as err:
+            self.problem("README.md", f"front matter {err.message}", err.line or first_line)
             return Card(text, None, {}, text[match.end() :])
         if metadata is None:
             metadata = {}
@@ -475,7 +483,7 @@ class ModelRepo:
             return Card(text, None, {}, text[match.end() :])
         key_lines: dict[str, int] = {}
         for offset, line in enumerate(block.splitlines()):
-            key = re.match(r"^([A-Za-z0-9_\-]+)\s*:", line)
+            key = FRONT_MATTER_KEY.match(line)
             if key and key.group(1) not in key_lines:
                 key_lines[key.group(1)] = first_line + offset
         return Card(text, metadata, key_lines, text[match.end() :])

@@ -126,8 +126,10 @@ def check_many(targets: Iterable[str], options: Options | None = None, jobs: int
         return
     import multiprocessing
 
-    context = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
-                                          else "spawn")
+    # fork: the workers inherit what this process imported, and nothing is started or written
+    # beside them (forkserver and spawn start a server or tracker and write a socket in /tmp).
+    # check_many runs before any thread of hfdoctor's exists, so forking is safe here.
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=context) as pool:
         for future in as_completed([pool.submit(_check_indexed, item) for item in items]):
             yield future.result()

@@ -21,7 +21,7 @@ from hfdoctor.chat import analysis as analysis_mod
 from hfdoctor.chat import renders
 from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.analysis import analyze, run_analysis
-from hfdoctor.chat.sandbox import Limits, run_bounded
+from hfdoctor.sandbox import Limits, run_bounded
 from hfdoctor.check import check_target
 from hfdoctor.findings import Report
 from hfdoctor.repo import ModelRepo
@@ -203,7 +203,7 @@ def test_worker_killed_by_a_signal_says_which():
 def test_worker_is_killed_and_reaped_when_collecting_fails(monkeypatch):
     import os
 
-    from hfdoctor.chat import sandbox
+    from hfdoctor import sandbox
 
     children = []
 

@@ -68,7 +68,7 @@ def plan(kwargs_read: Iterable[str]) -> list[RenderKey]:
 class RenderError:
     # syntax | declined (raise_exception) | undefined | unsafe (reaches for Python
     # internals) | forbidden (mutates a list/dict: the sandbox is immutable) | timeout |
-    # memory | too-large | error
+    # memory | too-large | error | skipped (not analysed: the check's time budget ran out)
     kind: str
     type: str
     message: str
@@ -78,7 +78,7 @@ class RenderError:
     @property
     def fatal(self) -> bool:
         """The template is hostile or runaway: rendering anything else is pointless."""
-        return self.kind in ("timeout", "memory", "unsafe")
+        return self.kind in ("timeout", "memory", "unsafe", "skipped")
 
     def describe(self) -> str:
         where = f" (template line {self.line})" if self.line else ""

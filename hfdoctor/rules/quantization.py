@@ -132,7 +132,7 @@ def _against_architecture(repo: ModelRepo, self: Rule, config: dict, decl: Decla
                           where: str | None) -> Iterator[Finding]:
     dense_config = {k: v for k, v in config.items() if k not in ("quantization_config", "quantization")}
     try:
-        expected = expected_layout(dense_config)
+        expected = expected_layout(dense_config, repo.budget)
     except (CannotVerify, ConfigRejected):
         return
     wrong = []

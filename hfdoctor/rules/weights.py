@@ -98,7 +98,7 @@ def weights_index_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     Fix: none automatic; regenerate the index from the shards (save_pretrained writes both).
     """
     view = repo_weights(repo)
-    present = set(view.headers) | set(view.broken) | set(view.pointers)
+    present = set(view.headers) | set(view.broken) | set(view.pointers) | set(view.skipped)
     has_safetensors = any(f.endswith(".safetensors") for f in present)
     if view.index is not None:
         yield from _check_safetensors_index(repo, self, view, present, has_safetensors)
@@ -267,7 +267,7 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         _note(repo, "layout", layout.describe())
         _note(repo, "parameters", layout.parameters)
     try:
-        expected = expected_layout(config)
+        expected = expected_layout(config, repo.budget)
     except CannotVerify as err:
         yield self.finding(repo, f"cannot verify the weights against config.json: {err}.",
                            file="config.json", severity=Severity.INFO)

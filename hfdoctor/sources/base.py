@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from hfdoctor.budget import Budget
+
 MB = 1024 * 1024
 # The most hfdoctor reads of one file, by name (README.md says so). Metadata is small;
 # tokenizer.json is the one large file (Gemma 3's is 33 MB, Qwen's 11 MB).
@@ -59,6 +61,8 @@ class Source(ABC):
     kind: str = "directory"
     # What reports call the target's origin, and for Hub and git, the revision read.
     revision: dict[str, Any] | None = None
+    # The repository's allowance of time and bytes (ModelRepo sets it; hfdoctor.budget).
+    budget: Budget | None = None
 
     @property
     @abstractmethod
@@ -88,6 +92,12 @@ class Source(ABC):
         if entry is None or not entry.is_file or entry.size is None:
             raise Unreadable("is not a file of the repository")
         return io.BufferedReader(RangedFile(self, rel, entry.size), buffer_size=64 * 1024)
+
+    def identity(self, rel: str) -> tuple | None:
+        """A key equal for files of equal content known without reading them (the same inode,
+        blob or LFS object), so a scan of one serves the others; None when unknown."""
+        entry = self.entries().get(rel)
+        return ("lfs", entry.lfs[0]) if entry is not None and entry.lfs is not None else None
 
     def bytes_read(self) -> int:
         """Bytes transferred so far (for the Hub: what a check downloads)."""

@@ -16,7 +16,13 @@ import stat
 from functools import cached_property
 from pathlib import Path
 
+from hfdoctor.budget import Budget
 from hfdoctor.sources.base import SKIPPED_DIRS, WEIGHT_SUFFIXES, Entry, Source, Unreadable, read_limit
+
+# How much of a tree is walked: no model repository is this deep or this large, and a
+# hostile one that is must not hang the walk (os.walk recurses in Python 3.11).
+MAX_WALK_DEPTH = 64
+MAX_WALK_ENTRIES = 200_000
 
 
 def _kind_of_mode(mode: int) -> str:
@@ -83,18 +89,42 @@ class LocalSource(Source):
 
     @cached_property
     def _entries(self) -> dict[str, Entry]:
-        """One walk of the tree. Symlinked directories are not followed (a link loop cannot
-        hang the walk); one that leaves the repository is an entry of its own."""
+        """One walk of the tree, iterative and bounded (MAX_WALK_DEPTH, MAX_WALK_ENTRIES).
+
+        Symlinked directories are not followed (a link loop cannot hang the walk); one that
+        leaves the repository is an entry of its own. A directory that cannot be listed, or
+        lies too deep, is left out and said (the budget's `skipped`, check-incomplete).
+        """
+        budget = self.budget or Budget()
         found: dict[str, Entry] = {}
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
-            rel_dir = Path(dirpath).relative_to(self.root)
-            for name in filenames:
-                rel = (rel_dir / name).as_posix()
-                found[rel] = self.entry_of(rel)
-            for name in dirnames:
-                rel = (rel_dir / name).as_posix()
-                if os.path.islink(self.root / rel) or rel.endswith(WEIGHT_SUFFIXES):
+        pending: list[tuple[str, int]] = [("", 0)]
+        while pending:
+            rel_dir, depth = pending.pop()
+            try:
+                with os.scandir(self.root / rel_dir if rel_dir else self.root) as listing:
+                    children = sorted(listing, key=lambda e: e.name)
+            except OSError as err:
+                budget.skip(f"the files below {rel_dir or '.'}/", f"the directory cannot be listed: {err.strerror or err}")
+                continue
+            for child in children:
+                rel = f"{rel_dir}/{child.name}" if rel_dir else child.name
+                if len(found) >= MAX_WALK_ENTRIES:
+                    budget.skip("the files after the first " + f"{MAX_WALK_ENTRIES:,}", "too many files to list")
+                    return dict(sorted(found.items()))
+                try:
+                    is_dir = child.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if is_dir:
+                    if child.name in SKIPPED_DIRS:
+                        continue
+                    if rel.endswith(WEIGHT_SUFFIXES):
+                        found[rel] = self.entry_of(rel)
+                    if depth + 1 >= MAX_WALK_DEPTH:
+                        budget.skip(f"the files below {rel}/", f"more than {MAX_WALK_DEPTH} directories deep")
+                        continue
+                    pending.append((rel, depth + 1))
+                else:
                     found[rel] = self.entry_of(rel)
         return dict(sorted(found.items()))
 
@@ -150,3 +180,11 @@ class LocalSource(Source):
     def open(self, rel: str):
         fd = self._open(rel)
         return os.fdopen(fd, "rb")
+
+    def identity(self, rel: str) -> tuple | None:
+        """The inode: hard links to one file are one file (read, scanned and charged once)."""
+        try:
+            st = os.stat(self.root / rel)
+        except OSError:
+            return None
+        return ("inode", st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

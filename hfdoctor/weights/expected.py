@@ -3,8 +3,15 @@
 For the upstream configs hfdoctor knows they are precomputed (upstream_templates/
 layouts.json, written by make_layouts.py), so a check of a stock checkpoint never imports
 torch or transformers; any other config is built by transformers on torch's meta device
-(imported only there) and remembered for the rest of the process. Nothing is written to
-disk.
+and remembered for the rest of the process.
+
+config.json is repository data, and transformers runs code on it: a DETR-style `backbone`
+makes AutoConfig download a model, a gpt2 with 50,000 layers keeps the build busy for
+minutes. So the build runs in a bounded child process (hfdoctor.sandbox: time and memory
+capped, killed at its deadline) that is offline (HF_HUB_OFFLINE) and whose audit hook
+refuses every network connection, program start and file write: a config that needs any
+of them cannot be verified, and says so. torch and transformers are imported only there,
+so the checking process never loads them and nothing is left behind on disk.
 """
 
 from __future__ import annotations
@@ -12,12 +19,27 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Callable
 
 from hfdoctor import registry
-from hfdoctor.weights.layout import LAYER_INDEX
+from hfdoctor.budget import Budget
+from hfdoctor.sandbox import Limits, StepGuard, run_bounded
+from hfdoctor.weights.layout import layer_index
+
+# The build's bounds: importing torch and transformers takes ~3 s, a build ~50 ms; the
+# address space torch maps is large, so the memory cap is generous.
+BUILD_SECONDS = 45.0
+BUILD_MEMORY = 8 << 30
+# Counts no real model reaches: larger ones are not built (the build would take minutes).
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers", "num_encoder_layers")
+MAX_LAYERS = 1024
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+MAX_EXPERTS = 8192
+OFFLINE_REFUSAL = "hfdoctor builds configs offline and writes nothing"
 
 class CannotVerify(Exception):
     """The declared model cannot be built here (unknown architecture, quantized, no torch)."""
@@ -48,9 +70,10 @@ class ExpectedLayout:
         """
         stacks: dict[str, dict[int, dict[str, list[int]]]] = {}
         for name, shape in self.tensors.items():
-            m = LAYER_INDEX.match(name)
-            if m:
-                stacks.setdefault(m.group("prefix"), {}).setdefault(int(m.group("i")), {})[m.group("rest")] = list(shape)
+            found = layer_index(name)
+            if found is not None:
+                prefix, i, rest = found
+                stacks.setdefault(prefix, {}).setdefault(i, {})[rest] = list(shape)
         flat = {name: list(shape) for name, shape in self.tensors.items()}
         repeated = []
         for prefix, layers in sorted(stacks.items()):
@@ -201,7 +224,7 @@ def shipped_layouts() -> dict[str, dict[str, Any]]:
     return table["layouts"]
 
 
-def expected_layout(config: dict[str, Any]) -> ExpectedLayout:
+def expected_layout(config: dict[str, Any], budget: Budget | None = None) -> ExpectedLayout:
     """Names and shapes of the model `config` declares; raises CannotVerify / ConfigRejected.
 
     Looked up in the shipped table first (no torch, no transformers: ~1 ms), then among
@@ -214,7 +237,12 @@ def expected_layout(config: dict[str, Any]) -> ExpectedLayout:
     result = _OUTCOMES.get(key)
     if result is None:
         entry = shipped_layouts().get(key)
-        result = outcome_from_json(entry) if entry is not None else build_outcome(config)
+        if entry is not None:
+            result = outcome_from_json(entry)
+        else:
+            result = build_bounded(config, budget)
+            if isinstance(result, CannotVerify) and getattr(result, "transient", False):
+                raise result  # out of time here: another repository may have the time to build it
         _OUTCOMES[key] = result
     if isinstance(result, Exception):
         raise result
@@ -222,26 +250,83 @@ def expected_layout(config: dict[str, Any]) -> ExpectedLayout:
 
 
 def build_outcome(config: dict[str, Any]) -> Outcome:
-    """What `_build` makes of a config, its refusals included (the slow path, and make_layouts.py)."""
+    """What `_build` makes of a config, its refusals included (make_layouts.py: in-process)."""
     try:
         return _build(config)
     except (CannotVerify, ConfigRejected) as err:
         return err
 
 
-def _build(config: dict[str, Any]) -> ExpectedLayout:
-    """Instantiate the declared model on the meta device (no memory, no download, no remote code)."""
-    model_type = config.get("model_type")
+def _refuse_side_effects(event: str, args: tuple) -> None:
+    """The build child's audit hook: no connection, no program, no file written or removed."""
+    if event == "open":
+        mode, flags = args[1], args[2]
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC))
+        if writes and not isinstance(args[0], int):
+            raise PermissionError(f"{OFFLINE_REFUSAL}: it tried to write {args[0]}")
+    elif event in ("socket.connect", "socket.getaddrinfo", "subprocess.Popen", "os.system", "os.exec",
+                   "os.posix_spawn", "os.spawn", "os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.symlink",
+                   "os.link", "os.truncate", "shutil.rmtree"):
+        raise PermissionError(f"{OFFLINE_REFUSAL}: {event} refused")
+
+
+def _build_in_child(config: dict[str, Any], emit: Callable[[Any], None], guard: StepGuard) -> None:
+    # Offline before transformers and huggingface_hub are imported; torch's cache directory
+    # named so that importing torch probes no temporary directory (it exists already).
+    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
+                       "TORCHINDUCTOR_CACHE_DIR": os.path.abspath(os.sep), "TRITON_CACHE_DIR": os.path.abspath(os.sep)})
+    sys.addaudithook(_refuse_side_effects)
+    with guard.step():
+        emit(outcome_to_json(build_outcome(config)))
+
+
+def build_bounded(config: dict[str, Any], budget: Budget | None = None) -> Outcome:
+    """build_outcome in a bounded, offline, read-only child process (see the module's doc)."""
+    refused = _refused_early(config)
+    if refused is not None:
+        return refused
+    seconds = min(BUILD_SECONDS, budget.remaining()) if budget is not None else BUILD_SECONDS
+    if seconds < 5:
+        err = CannotVerify("not built: the time budget of this check ran out")
+        err.transient = True  # type: ignore[attr-defined]
+        return err
+    result = run_bounded(partial(_build_in_child, config), Limits(total_s=seconds, step_s=seconds,
+                                                                   memory_bytes=BUILD_MEMORY, message_bytes=64 << 20))
+    if result.messages and isinstance(result.messages[0], dict):
+        outcome = outcome_from_json(result.messages[0])
+        if isinstance(outcome, (CannotVerify, ConfigRejected)) and any(
+                marker in str(outcome) for marker in (OFFLINE_REFUSAL, "OfflineModeIsEnabled", "LocalEntryNotFound",
+                                                      "offline mode")):
+            return CannotVerify("building this config needs a download or a file written (e.g. a `backbone` "
+                                "fetched from the Hub), which `check` never does")
+        return outcome
+    why = "it took longer than {:g} s".format(seconds) if result.failure == "timeout" else (result.failure or "it failed")
+    err = CannotVerify(f"transformers could not build this config on the meta device here: {why}")
+    err.transient = result.failure == "timeout"  # type: ignore[attr-defined]
+    return err
+
+
+def _refused_early(config: dict[str, Any]) -> CannotVerify | None:
+    """Configs not worth a build: quantized weights, and counts no real model has."""
     if config.get("quantization_config") or config.get("quantization"):
         method = (config.get("quantization_config") or config.get("quantization") or {})
         method = method.get("quant_method", "mlx") if isinstance(method, dict) else "unknown"
-        raise CannotVerify(f"the weights are quantized ({method}): their tensors are not the model's parameters")
-    # config.json is untrusted: a million layers would keep the meta build busy for hours.
-    for key, limit in (("num_hidden_layers", 1024), ("num_experts", 8192), ("num_local_experts", 8192),
-                       ("n_routed_experts", 8192)):
-        value = registry.config_value(config, key)
-        if isinstance(value, int) and value > limit:
-            raise CannotVerify(f"{key} is {value}, more than hfdoctor builds to compare ({limit})")
+        return CannotVerify(f"the weights are quantized ({method}): their tensors are not the model's parameters")
+    for keys, limit in ((LAYER_KEYS, MAX_LAYERS), (EXPERT_KEYS, MAX_EXPERTS)):
+        for key in keys:
+            value = registry.config_value(config, key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+                return CannotVerify(f"{key} is {value:,}, more than hfdoctor builds to compare ({limit:,})")
+    return None
+
+
+def _build(config: dict[str, Any]) -> ExpectedLayout:
+    """Instantiate the declared model on the meta device (no memory, no download, no remote code)."""
+    model_type = config.get("model_type")
+    refused = _refused_early(config)
+    if refused is not None:
+        raise refused
     try:
         import torch
         import transformers

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hfdoctor import patterns
+from hfdoctor.budget import Budget
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
 
@@ -43,12 +45,20 @@ LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/"
 LFS_POINTER_MAX_BYTES = 1024
 INDEX_FILE = "model.safetensors.index.json"
 BIN_INDEX_FILE = "pytorch_model.bin.index.json"
+# The most tensors hfdoctor reads of one repository's headers: the largest published
+# checkpoints hold ~100k (DeepSeek-V3 with its fp8 scales); a header with millions is a
+# denial of service (~100 bytes of JSON each), left unread and said (check-incomplete).
+MAX_REPO_TENSORS = 400_000
 # model-00001-of-00005.safetensors: shards of a sharded checkpoint.
-SHARD_NAME = re.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}\.safetensors$")
+SHARD_NAME = patterns.compile(r"^(?P<stem>.+)-\d{5}-of-\d{5}\.safetensors$")
 
 
 class WeightFileError(Exception):
     """A weight file that no loader can read; the message says why (for weights-unreadable)."""
+
+
+class HeaderSkipped(Exception):
+    """A header left unread: the repository's byte or time budget ran out (check-incomplete)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +99,8 @@ def _file_size(source: Source, rel: str) -> int:
     return entry.size
 
 
-def read_safetensors_header(where: str | os.PathLike[str] | Source, rel: str | None = None) -> SafetensorsHeader:
+def read_safetensors_header(where: str | os.PathLike[str] | Source, rel: str | None = None,
+                            budget: Budget | None = None, max_tensors: int | None = None) -> SafetensorsHeader:
     """Parse and validate a safetensors header without touching the tensor data.
 
     `where` is a source (with `rel` the file in it) or a path. Raises WeightFileError with
@@ -116,11 +127,16 @@ def read_safetensors_header(where: str | os.PathLike[str] | Source, rel: str | N
             )
         if 8 + length > size:
             raise WeightFileError(f"is truncated: the header length says {length:,} bytes but only {size - 8:,} follow")
+        if budget is not None and not budget.take(length):
+            raise HeaderSkipped(f"its {length:,}-byte header would pass the read budget of this check")
         raw = source.read_range(rel, 8, length)
     except (Unreadable, struct.error) as err:
         raise WeightFileError(str(err) or "cannot be read") from None
     if len(raw) != length:
         raise WeightFileError(f"is truncated while reading the {length:,}-byte header")
+    if max_tensors is not None and raw.count(b'"data_offsets"') > max_tensors:
+        raise HeaderSkipped(f"its header describes more tensors than the {MAX_REPO_TENSORS:,} hfdoctor reads of "
+                            "one repository")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -240,6 +256,7 @@ class RepoWeights:
     """Every weight file of a repo, sorted by what can be said about it."""
 
     headers: dict[str, SafetensorsHeader] = field(default_factory=dict)  # readable safetensors
+    skipped: dict[str, str] = field(default_factory=dict)  # rel -> why it was not read (budget)
     broken: dict[str, str] = field(default_factory=dict)  # rel -> why no loader can read it
     pointers: dict[str, LfsPointer] = field(default_factory=dict)  # git-lfs pointers (any weight file)
     index: dict[str, str] | None = None  # tensor -> shard, from model.safetensors.index.json
@@ -248,7 +265,8 @@ class RepoWeights:
     @property
     def missing_files(self) -> list[str]:
         """Main files that are not in the checkout at all."""
-        return [f for f in self.main_files if f not in self.headers and f not in self.broken and f not in self.pointers]
+        return [f for f in self.main_files if f not in self.headers and f not in self.broken and f not in self.pointers
+                and f not in self.skipped]
 
     @property
     def complete(self) -> bool:
@@ -272,7 +290,8 @@ def repo_weights(repo: "ModelRepo") -> RepoWeights:
     if cached is not None:
         return cached
     view = RepoWeights()
-    source = repo.source
+    source, budget = repo.source, repo.budget
+    tensor_count = 0
     for rel, entry in repo.entries.items():
         if not rel.endswith(WEIGHT_SUFFIXES) or entry.kind == "outside":
             continue  # a link leaving the repository is symlink-outside-repo's, never read
@@ -282,13 +301,20 @@ def repo_weights(repo: "ModelRepo") -> RepoWeights:
             continue
         try:
             if rel.endswith(".safetensors"):
-                view.headers[rel] = read_safetensors_header(source, rel)
+                if budget.expired():
+                    raise HeaderSkipped("the time budget of this check ran out")
+                header = read_safetensors_header(source, rel, budget, MAX_REPO_TENSORS - tensor_count)
+                view.headers[rel] = header
+                tensor_count += len(header.tensors)
             elif rel.endswith(".gguf") and rel in repo.gguf.errors:
                 raise WeightFileError(repo.gguf.errors[rel])
             elif _file_size(source, rel) == 0:
                 raise WeightFileError("is empty (0 bytes)")
         except WeightFileError as err:
             view.broken[rel] = str(err)
+        except HeaderSkipped as err:
+            view.skipped[rel] = str(err)
+            budget.skip(f"the safetensors header of {rel} and of the weights after it", str(err))
     index = repo.json_object(INDEX_FILE) if repo.exists(INDEX_FILE) else None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values()):
@@ -298,7 +324,7 @@ def repo_weights(repo: "ModelRepo") -> RepoWeights:
         # No usable index: the top-level safetensors files are the model, except Mistral's
         # consolidated.safetensors (another naming of the same weights) and PEFT adapters.
         view.main_files = sorted(
-            rel for rel in [*view.headers, *view.broken, *view.pointers]
+            rel for rel in [*view.headers, *view.broken, *view.pointers, *view.skipped]
             if "/" not in rel and rel.endswith(".safetensors")
             and not rel.startswith(("consolidated", "adapter_model"))
         )

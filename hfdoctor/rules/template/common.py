@@ -58,6 +58,8 @@ def publish_capabilities(repo: ModelRepo) -> None:
     section: dict[str, Any] = {"source": source.where}
     if not analysis.compiled:
         section["status"] = "does not compile"
+    elif analysis.fatal is not None and analysis.fatal[1].kind == "skipped":
+        section["status"] = "not analysed: the time budget of this check ran out"
     elif analysis.fatal is not None:
         section["status"] = "render aborted: " + analysis.fatal[1].kind
     else:

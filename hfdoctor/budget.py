@@ -1,0 +1,80 @@
+"""One repository's allowance of time and bytes, passed down to everything that reads or runs.
+
+A hostile repository can make each single step look reasonable and the whole unbounded: a
+hundred templates that each take their full render limit, four 89 MB headers, sixteen hard
+links to one 500 MB pickle, a commit full of large blobs. So every check of a repository
+gets one Budget (a deadline and a byte allowance), created with its ModelRepo and handed to
+the readers and workers: each asks before it starts (`remaining`, `take`), and what it
+had to leave out is recorded (`skip`), for the `check-incomplete` finding. Budgets are
+explicit values passed down, never module globals.
+
+Nothing here imports the rest of hfdoctor.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+# What one `check` of one repository may spend. A real checkpoint's metadata is checked in
+# about a second and its headers are kilobytes to a few MB; the limits only bind on hostile
+# or pathological repositories, and then the report says what was left out.
+DEFAULT_SECONDS = 30.0
+DEFAULT_BYTES = 2 * 1024**3
+
+
+@dataclass
+class Budget:
+    seconds: float = DEFAULT_SECONDS
+    bytes: int = DEFAULT_BYTES
+    started: float = field(default_factory=time.monotonic)
+    spent_bytes: int = 0
+    # "what was not checked (why)", in the order it happened; each `what` once
+    skipped: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_env(cls) -> "Budget":
+        """The default budget, or HFDOCTOR_BUDGET_SECONDS / HFDOCTOR_BUDGET_BYTES when set (a
+        trusted, very large repository; a test that needs a small budget)."""
+        def number(name: str, default: float) -> float:
+            try:
+                value = float(os.environ.get(name, ""))
+            except ValueError:
+                return default
+            return value if value > 0 else default
+
+        return cls(seconds=number("HFDOCTOR_BUDGET_SECONDS", DEFAULT_SECONDS),
+                   bytes=int(number("HFDOCTOR_BUDGET_BYTES", DEFAULT_BYTES)))
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.seconds
+
+    def remaining(self) -> float:
+        """Seconds left (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def bytes_left(self) -> int:
+        return max(0, self.bytes - self.spent_bytes)
+
+    def take(self, nbytes: int) -> bool:
+        """Charge `nbytes` of reading; False (and nothing charged) when they do not fit."""
+        if nbytes > self.bytes_left():
+            return False
+        self.spent_bytes += nbytes
+        return True
+
+    def skip(self, what: str, why: str) -> None:
+        """Record that `what` was not (fully) checked, and why."""
+        if not any(entry.startswith(what + " (") for entry in self.skipped):
+            self.skipped.append(f"{what} ({why})")
+
+    def skip_for_time(self, what: str) -> None:
+        self.skip(what, f"the {self.seconds:g} s time budget of this repository ran out")
+
+    def skip_for_bytes(self, what: str) -> None:
+        self.skip(what, f"the {self.bytes / 1024**3:g} GiB read budget of this repository ran out")
