@@ -18,7 +18,8 @@ import pytest
 
 from conftest import UPSTREAM, check_json
 from hfdoctor.check import run_rules
-from hfdoctor.pickles import classify, scan_pickle_file
+from hfdoctor.modelfiles.scan import scan_file
+from hfdoctor.modelfiles.allowlist import classify
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules import selected_rules
 from hfdoctor.upstream import Upstream
@@ -138,7 +139,7 @@ def test_verdicts_agree_with_picklescan(payloads):
     logging.getLogger("picklescan").setLevel(logging.CRITICAL)
     ours, theirs = {}, {}
     for name in files:
-        ours[name] = bool(scan_pickle_file(directory / name, name).by_verdict("dangerous"))
+        ours[name] = bool(scan_file(directory / name).by_verdict("dangerous"))
         theirs[name] = scan_file_path(str(directory / name)).issues_count > 0
     assert {n for n, bad in theirs.items() if bad} <= {n for n, bad in ours.items() if bad}
     assert {n for n, bad in ours.items() if bad != theirs[n]} == {"laundered.ckpt"}, (ours, theirs)
@@ -229,7 +230,7 @@ def test_bypass_payloads_are_errors_and_never_run(tmp_path):
     assert not sentinel.exists()
 
 
-def test_training_state_is_a_warning(tmp_path):
+def test_training_state_is_info(tmp_path):
     import argparse
 
     import torch
@@ -244,8 +245,8 @@ def test_training_state_is_a_warning(tmp_path):
     torch.save(torch.nn.Linear(2, 2), tmp_path / "layer.pt")
     found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
     assert sorted((f.file, f.rule, str(f.severity)) for f in found) == [
-        ("args.bin", "unsafe-pickle", "warning"), ("layer.pt", "unsafe-pickle", "warning"),
-        ("training_args.bin", "unsafe-pickle", "warning")], [f.message for f in found]
+        ("args.bin", "unsafe-pickle", "info"), ("layer.pt", "unsafe-pickle", "info"),
+        ("training_args.bin", "unsafe-pickle", "info")], [f.message for f in found]
     by_file = {f.file: f.message for f in found}
     assert "argparse.Namespace" in by_file["args.bin"] and "weights_only" in by_file["args.bin"]
     assert "transformers.training_args.TrainingArguments" in by_file["training_args.bin"]
@@ -276,19 +277,19 @@ def test_zip_bomb_of_pickles_is_read_within_one_budget(tmp_path):
     """
     import zipfile
 
-    from hfdoctor import pickles
+    from hfdoctor.modelfiles import result as picklemachine
 
     big = b"\x80\x04\x8e" + struct.pack("<Q", 16 * 2**20) + bytes(16 * 2**20) + b"."  # BINBYTES8, STOP
     with zipfile.ZipFile(tmp_path / "pytorch_model.bin", "w", zipfile.ZIP_DEFLATED) as archive:
         for i in range(12):
             archive.writestr(f"archive/data{i}.pkl", big)
-    scan = scan_pickle_file(tmp_path / "pytorch_model.bin", "pytorch_model.bin")
+    scan = scan_file(tmp_path / "pytorch_model.bin")
     assert scan.bytes_left == 0 and not scan.imports
     assert scan.problems[-1].startswith("archive/data4.pkl and the next members: not scanned"), scan.problems
     assert len(scan.problems) == 2, scan.problems  # data3 hits the limit, data4 stops the scan
     found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
     assert [(f.rule, str(f.severity)) for f in found] == [("unsafe-pickle", "warning")]
-    assert f"{pickles.MAX_SCAN_BYTES // 2**20} MB" in found[0].message
+    assert f"{picklemachine.MAX_SCAN_BYTES // 2**20} MB" in found[0].message
 
 
 def test_upstream_folders_have_no_pickle_findings():

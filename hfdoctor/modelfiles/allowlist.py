@@ -7,9 +7,14 @@ ML allowlist and torch.load(weights_only=True), only what rebuilding tensors and
 needs is safe. Each import gets one verdict:
 
 - `safe`: torch's tensor and storage rebuilders, dtypes, OrderedDict, numpy arrays;
-- `known`: plain data classes that training libraries pickle beside the weights
-  (transformers' TrainingArguments and its enums, TRL configs, argparse.Namespace). They
-  run no code when rebuilt, but torch.load(weights_only=True) refuses them;
+- `known`: plain data classes that training and ML libraries pickle beside the weights
+  (transformers' TrainingArguments and accelerate's state in training_args.bin, TRL
+  configs, scikit-learn estimators, argparse.Namespace). They run no code when rebuilt,
+  but torch.load(weights_only=True) refuses them;
+
+The safe and known decisions are data, each with where the class was seen
+(upstream_templates/pickle_classes.json); the denylist below only says *why* an import
+that is not safe is worse than unlisted.
 - `dangerous`: a module that runs code, spawns processes, touches files or the network
   or loads more pickles (the denylist is kept to say *why*), an attribute path
   (`prod.os.system`) or a dunder (`__builtins__`) that walks from a harmless module to
@@ -20,8 +25,11 @@ needs is safe. Each import gets one verdict:
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
+
+from hfdoctor import registry
 
 UNRESOLVED = "<unresolved>"
 
@@ -36,7 +44,7 @@ DANGEROUS = (
     "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile", "builtins.__import__",
     "builtins.getattr", "builtins.setattr", "builtins.delattr", "builtins.globals", "builtins.locals",
     "builtins.vars", "builtins.open", "builtins.input", "builtins.breakpoint", "builtins.apply",
-    "builtins.reload", "builtins.help", "builtins.memoryview",
+    "builtins.reload", "builtins.help", "builtins.memoryview", "builtins.type", "builtins.super",
     "__builtin__.eval", "__builtin__.exec", "__builtin__.execfile", "__builtin__.compile",
     "__builtin__.__import__", "__builtin__.getattr", "__builtin__.setattr", "__builtin__.delattr",
     "__builtin__.globals", "__builtin__.locals", "__builtin__.vars", "__builtin__.open",
@@ -65,51 +73,27 @@ DANGEROUS = (
     "torch.jit.unsupported_tensor_ops",
 )
 
-# What torch.load(weights_only=True) and numpy need to rebuild plain tensors and arrays.
-SAFE = frozenset({
-    "collections.OrderedDict", "collections.defaultdict", "collections.Counter", "collections.deque",
-    "torch.Size", "torch.device", "torch.Tensor", "torch.nn.parameter.Parameter",
-    "torch._tensor._rebuild_from_type_v2", "torch.serialization._get_layout",
-    "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.storage._load_from_bytes",
-    "numpy.ndarray", "numpy.dtype", "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
-    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.core.numeric._frombuffer",
-    "numpy._core.numeric._frombuffer", "_codecs.encode", "copyreg._reconstructor",
-    *(f"{b}.{t}" for b in ("builtins", "__builtin__") for t in (
-        "set", "frozenset", "bytearray", "slice", "complex", "int", "float", "bool", "str", "bytes",
-        "dict", "list", "tuple", "object", "range",
-    )),
-})
-SAFE_PATTERNS = (
-    re.compile(r"^torch\._utils\._rebuild_[a-z0-9_]+$"),  # _rebuild_tensor_v2, _rebuild_parameter, ...
-    re.compile(r"^torch\.(storage\.)?[A-Za-z0-9]*Storage$"),  # torch.FloatStorage, torch.BFloat16Storage
-    re.compile(r"^torch\.(float|bfloat|half|double|int|uint|long|short|bool|complex|cfloat|cdouble|qint|quint|"
-               r"float8_|strided|sparse_|per_tensor|per_channel)[a-z0-9_]*$"),  # dtypes, layouts, qschemes
-    re.compile(r"^numpy\.dtypes\.[A-Za-z0-9]+DType$"),  # numpy 2 pickles dtype classes
-)
 
 
-# Plain data classes and enums that trainers pickle into training_args.bin and friends.
-# Rebuilding one creates an object and fills its __dict__; nothing else runs.
-KNOWN = frozenset({
-    "argparse.Namespace",
-    "transformers.training_args.TrainingArguments", "transformers.training_args.OptimizerNames",
-    "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
-    "transformers.trainer_pt_utils.AcceleratorConfig", "transformers.debug_utils.DebugOption",
-    *(f"transformers.trainer_utils.{name}" for name in (
-        "IntervalStrategy", "SchedulerType", "HubStrategy", "SaveStrategy", "EvaluationStrategy", "FSDPOption",
-        "ShardedDDPOption",
-    )),
-    "accelerate.utils.dataclasses.DistributedType",
-    *(f"trl.trainer.{module}_config.{name}Config" for module, name in (
-        ("sft", "SFT"), ("dpo", "DPO"), ("grpo", "GRPO"), ("kto", "KTO"), ("orpo", "ORPO"), ("reward", "Reward"),
-        ("cpo", "CPO"), ("ppo", "PPO"),
-    )),
-    "trl.trainer.dpo_config.FDivergenceType",
-    "sentence_transformers.training_args.SentenceTransformerTrainingArguments",
-    "sentence_transformers.training_args.BatchSamplers", "sentence_transformers.training_args.MultiDatasetBatchSamplers",
-})
-# torch.save(model) pickles torch's own layer classes; rebuilding one is __new__ plus __setstate__.
-KNOWN_PATTERNS = (re.compile(r"^torch\.nn\.modules\.[a-z_]+\.[A-Z][A-Za-z0-9]*$"),)
+@lru_cache(maxsize=1)
+def _recorded() -> tuple[frozenset[str], tuple, frozenset[str], tuple]:
+    """(safe names, safe patterns, known names, known patterns) from pickle_classes.json,
+    where each decision names where the class was seen (upstream_templates/)."""
+    data = json.loads(registry.data_file("pickle_classes.json").read_text(encoding="utf-8"))
+
+    def names(kind: str) -> frozenset[str]:
+        return frozenset(name for entry in data[kind] for name in entry["names"])
+
+    def compiled(kind: str) -> tuple:
+        return tuple(re.compile(entry["pattern"]) for entry in data[kind])
+
+    return names("safe"), compiled("safe_patterns"), names("known"), compiled("known_patterns")
+
+
+# Loaders that unpickle their own argument: what they run is what that argument holds, so
+# the scanner reads the argument as a file of its own (a nested scan) instead of judging
+# the import. torch.storage._load_from_bytes is torch.load(io.BytesIO(b), weights_only=False).
+NESTED_LOADERS = {"torch.storage._load_from_bytes": "torch.load(weights_only=False) of its bytes argument"}
 
 # Attribute names that lead from any object to the interpreter's internals.
 DUNDER = re.compile(r"(^|\.)__[A-Za-z0-9_]+__($|\.)")
@@ -117,8 +101,10 @@ DUNDER = re.compile(r"(^|\.)__[A-Za-z0-9_]+__($|\.)")
 
 @lru_cache(maxsize=4096)  # a torch pickle calls the same few rebuilders thousands of times
 def classify(module: str, name: str) -> str:
-    """'safe', 'known', 'dangerous' or 'unlisted' for an import `module.name` a pickle makes."""
+    """'safe', 'known', 'nested', 'dangerous' or 'unlisted' for an import `module.name` a pickle makes."""
     full = f"{module}.{name}"
+    if full in NESTED_LOADERS:
+        return "nested"
     if module == UNRESOLVED or name == UNRESOLVED:
         return "dangerous"  # an import we cannot name could be anything
     if "." in name or DUNDER.search(name) or DUNDER.search(module.replace("__builtin__", "").replace("__main__", "")):
@@ -126,8 +112,9 @@ def classify(module: str, name: str) -> str:
     for prefix in DANGEROUS:
         if full == prefix or full.startswith(prefix + ".") or module == prefix or module.startswith(prefix + "."):
             return "dangerous"
-    if full in SAFE or any(p.match(full) for p in SAFE_PATTERNS):
+    safe, safe_patterns, known, known_patterns = _recorded()
+    if full in safe or any(p.match(full) for p in safe_patterns):
         return "safe"
-    if full in KNOWN or any(p.match(full) for p in KNOWN_PATTERNS):
+    if full in known or any(p.match(full) for p in known_patterns):
         return "known"
     return "unlisted"

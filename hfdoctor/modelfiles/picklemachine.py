@@ -1,98 +1,60 @@
-"""A pickle scanner that never unpickles: what would loading this file import?
+"""The pickle machine, run on symbolic values: what would loading this pickle import and call?
 
 Loading a pickle (torch.load with weights_only=False, pickle.load, joblib) calls whatever
 callables the pickle names, so a model file can run `os.system` on load. Like the Hub's
-picklescan and modelscan, we walk the opcodes with `pickletools.genops` and collect every
-import (GLOBAL, INST, STACK_GLOBAL). Unlike a look-back heuristic, we run the pickle
-machine's stack and memo abstractly, so STACK_GLOBAL operands are resolved exactly even
-when they come from the memo (BINPUT/MEMOIZE ... BINGET) or sit behind other values.
+picklescan and modelscan, the opcodes are walked with `pickletools.genops`, never
+executed. Unlike a look-back heuristic, the machine's stack and memo are run abstractly,
+so STACK_GLOBAL operands are resolved exactly even when they come from the memo or sit
+behind other values, and every call is known with its arguments:
 
-Files: raw pickles (one or several streams back to back: legacy torch files are five
-pickles followed by raw storage bytes) and zip archives (torch >= 1.6 saves a zip whose
-`*/data.pkl` holds the pickle; tensors are separate members we never open).
+- each import gets a verdict from the allowlist (safe, known, nested, dangerous, unlisted);
+- a call of anything not safe is kept as text (`numpy.size(numpy.size, 'eval')(...)`), so a
+  finding shows the chain a payload builds, and so is a BUILD that writes attributes of an
+  imported object;
+- the argument of a nested loader (torch.storage._load_from_bytes) is kept as bytes: the
+  scanner reads it as a file of its own, since loading the outer pickle loads it;
+- bytes and strings that are pickles themselves (raw, base64 or hex) are kept as embedded
+  data: loading the outer pickle does not run them, but whatever unpickles that field does.
 
-Each import gets a verdict from hfdoctor.pickle_allowlist (safe, known, dangerous,
-unlisted). The scan also keeps the calls loading would make with anything not safe, as
-text (`numpy.size(numpy.size, 'eval')('__import__("os")...')`), so a finding can show the
-chain a payload builds, and every BUILD that writes attributes of an imported object.
+The walk is bounded: the bytes it reads (a budget shared by every pickle of one file), the
+opcodes it runs, and the repository's deadline. Nothing here opens files.
 """
 
 from __future__ import annotations
 
-import os
+import base64
+import binascii
 import pickletools
-import stat
-import zipfile
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from typing import IO
 
-from hfdoctor.pickle_allowlist import UNRESOLVED, classify
+from hfdoctor.modelfiles.allowlist import UNRESOLVED, classify
+from hfdoctor.modelfiles.result import MAX_OPCODES, MAX_SCAN_BYTES, Call, Import, PickleScan
 
-# Pickle bytes we are willing to read from one file, all its pickles (and zip members)
-# together. A torch data.pkl is ~100 KB for an 8B model; a larger file is scanned up to
-# here and reported as partly scanned. One budget per file, not per member: a zip of a
-# thousand 60 MB members (a zip bomb of ~60 MB) would otherwise take minutes.
-MAX_SCAN_BYTES = 64 * 1024 * 1024
-# Legacy torch files hold 5 pickles; we stop after a few, and at the first bytes that are
-# not a pickle (the raw tensor data that follows).
+# Legacy torch files hold 5 pickles; a few more are scanned, stopping at the first bytes
+# that are not a pickle (the raw tensor data that follows).
 MAX_STREAMS = 8
-
-# What a scan keeps of the calls it sees: enough to show the chain, bounded for huge pickles.
-MAX_CALLS = 32
+# What a scan keeps of nested loads and of embedded pickles.
+MAX_NESTED = 16
+MAX_NESTED_BYTES = 16 * 1024 * 1024
 TEXT_LIMIT = 160
 
+INT_OPS = {"INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4"}
 STRING_OPS = {"STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8"}
+BYTES_OPS = {"BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "BYTEARRAY8"}
 PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
 GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
+JOBLIB_WRAPPER = ("joblib.numpy_pickle", "NumpyArrayWrapper")
+NUMPY_DTYPE = (("numpy", "dtype"), ("numpy.core.multiarray", "dtype"), ("numpy._core.multiarray", "dtype"))
+PICKLE_STARTS = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 
 
-@dataclass(frozen=True)
-class Import:
-    module: str
-    name: str
-    member: str | None  # the zip member it is in, None for a raw pickle
-    verdict: str
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.module}.{self.name}"
+class ScanLimit(Exception):
+    """The file's byte or opcode budget, or the repository's deadline, ran out."""
 
 
-@dataclass(frozen=True)
-class Call:
-    """A call (or attribute write) that loading the pickle makes with something not `safe`."""
-
-    text: str  # e.g. "numpy.size(numpy.size, 'eval')('__import__(\"os\").system(\"id\")')"
-    origin: str  # the import it starts from
-    member: str | None
-
-
-@dataclass
-class PickleScan:
-    file: str
-    kind: str  # "pickle", "zip", "not-pickle"
-    imports: list[Import] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # why the scan may be incomplete
-    bytes_left: int = MAX_SCAN_BYTES  # of the file's read budget
-    calls: list[Call] = field(default_factory=list)  # the first MAX_CALLS unsafe calls, in order
-
-    def record(self, call: Call) -> None:
-        if len(self.calls) < MAX_CALLS:
-            self.calls.append(call)
-
-    def by_verdict(self, verdict: str) -> list[Import]:
-        seen: dict[str, Import] = {}
-        for imp in self.imports:
-            if imp.verdict == verdict:
-                seen.setdefault(imp.dotted, imp)
-        return list(seen.values())
-
-
-class _ScanLimit(Exception):
-    pass
-
-
-class _BoundedReader:
+class BoundedReader:
     """The read/readline view of a stream that pickletools needs, refusing to pass a byte budget.
 
     pickletools reads an opcode's whole argument (BINBYTES8 can claim 2**63 bytes), so
@@ -102,9 +64,9 @@ class _BoundedReader:
     def __init__(self, raw: IO[bytes], budget: int):
         self.raw, self.budget, self.pending = raw, budget, b""
 
-    def _over_budget(self) -> _ScanLimit:
+    def _over_budget(self) -> ScanLimit:
         self.budget = 0  # spent: the file's later members are not scanned either
-        return _ScanLimit()
+        return ScanLimit(f"its pickles are larger than {MAX_SCAN_BYTES // (1024 * 1024)} MB; only the start was scanned")
 
     def _take(self, data: bytes) -> bytes:
         if len(data) > self.budget:
@@ -132,17 +94,38 @@ class _BoundedReader:
             self.pending = self._take(self.raw.read(1))
         return not self.pending
 
+    def skip(self, n: int) -> None:
+        """Pass over `n` bytes of data that is not pickle (a joblib array), without keeping them:
+        seeking where the stream can, else reading them against the budget."""
+        taken = min(n, len(self.pending))
+        self.pending, n = self.pending[taken:], n - taken
+        if n <= 0:
+            return
+        seekable = getattr(self.raw, "seekable", lambda: False)()
+        if seekable:
+            self.raw.seek(n, 1)
+            return
+        while n > 0:
+            chunk = self.read(min(n, 1 << 20))
+            if not chunk:
+                return
+            n -= len(chunk)
+
 
 class _Value:
-    """What the abstract pickle machine knows of a stack value: a short text, and for
-    strings their value (STACK_GLOBAL operands), for imports and call results the import
-    they come from."""
+    """What the abstract pickle machine knows of a stack value: a short text; for strings
+    their value (STACK_GLOBAL operands), for bytes their value (nested loads); for imports
+    and call results the import they come from."""
 
-    __slots__ = ("text", "string", "origin", "imported")
+    __slots__ = ("text", "string", "data", "origin", "imported", "py")
 
     def __init__(self, text: str, string: str | None = None, origin: tuple[str, str] | None = None,
-                 imported: bool = False):
+                 imported: bool = False, data: bytes | None = None, py: object = None):
         self.text, self.string, self.origin, self.imported = _clip(text), string, origin, imported
+        self.data = data
+        # The plain value, where the machine can know it (ints, strings, tuples of them, a
+        # dict being filled, a numpy dtype): enough to size a joblib array.
+        self.py = py
 
 
 def _clip(text: str) -> str:
@@ -160,6 +143,30 @@ def _append(container: _Value, piece: str) -> None:
     container.text = _clip(container.text[0] + (f"{body}, {piece}" if body else piece) + container.text[-1])
 
 
+def looks_like_pickle(data: bytes) -> bool:
+    """A protocol 2+ pickle: PROTO 2..5 and a STOP at the end."""
+    return data.startswith(PICKLE_STARTS) and data.rstrip(b"\x00").endswith(b".") and len(data) > 4
+
+
+def decoded_pickle(text: str) -> bytes | None:
+    """The pickle a string holds base64- or hex-encoded, if it holds one."""
+    if len(text) < 8 or len(text) > MAX_NESTED_BYTES:
+        return None
+    candidates = []
+    # base64 of b"\x80\x02".."\x80\x05": "gA" then I-L (2), M-P (3), Q-T (4), U-X (5)
+    if text[:2] == "gA" and text[2:3] in "IJKLMNOPQRSTUVWX":
+        try:
+            candidates.append(base64.b64decode(text, validate=True))
+        except (binascii.Error, ValueError):
+            pass
+    if text[:4].lower() in ("8002", "8003", "8004", "8005"):
+        try:
+            candidates.append(bytes.fromhex(text))
+        except ValueError:
+            pass
+    return next((c for c in candidates if looks_like_pickle(c)), None)
+
+
 class _Machine:
     """Runs one pickle's opcodes on symbolic values, as pickle's unpickler would on real ones.
 
@@ -168,8 +175,8 @@ class _Machine:
     recorded with their arguments when what they call is not `safe`.
     """
 
-    def __init__(self, member: str | None, scan: "PickleScan"):
-        self.member, self.scan = member, scan
+    def __init__(self, member: str | None, scan: PickleScan, stream: "BoundedReader | None" = None):
+        self.member, self.scan, self.stream = member, scan, stream
         self.stack: list[_Value] = []
         self.metastack: list[list[_Value]] = []
         self.memo: dict[int, _Value] = {}
@@ -189,26 +196,55 @@ class _Machine:
         self.imports.append((module, name))
         return _Value(f"{module}.{name}", origin=(module, name), imported=True)
 
-    def call(self, fn: _Value, args: str) -> _Value:
+    def where(self) -> str:
+        return self.member or self.scan.file
+
+    def call(self, fn: _Value, args: str, arg_values: list[_Value] | None = None) -> _Value:
         text = f"{fn.text}{args}"
-        if fn.origin is not None and classify(*fn.origin) != "safe":
+        verdict = classify(*fn.origin) if fn.origin is not None else None
+        if fn.origin in NUMPY_DTYPE and arg_values and isinstance(arg_values[0].py, str):
+            return _Value(text, origin=fn.origin, py=("dtype", arg_values[0].py))
+        if verdict == "nested":
+            blob = next((v.data for v in arg_values or [] if v.data is not None), None)
+            if blob is not None and len(self.scan.nested) < MAX_NESTED:
+                self.scan.nested.append((f"{self.where()} → {fn.text}(…)", blob))
+            elif blob is None:  # the argument is not bytes we can read: what it loads is unknown
+                self.scan.record(Call(text, ".".join(fn.origin), self.member))
+        elif verdict is not None and verdict != "safe":
             self.scan.record(Call(text, ".".join(fn.origin), self.member))
         return _Value(text, origin=fn.origin)
 
+    def embedded(self, data: bytes | None) -> None:
+        if data is not None and len(self.scan.embedded) < MAX_NESTED and looks_like_pickle(data):
+            self.scan.embedded.append((self.where(), data))
+
     def step(self, name: str, arg: object) -> None:
-        if name in STRING_OPS:
-            self.push(_Value(repr(arg), string=arg if isinstance(arg, str) else None))
+        if name in INT_OPS:
+            self.push(_Value(repr(arg), py=arg))
+        elif name in STRING_OPS:
+            value = _Value(repr(arg), string=arg if isinstance(arg, str) else None, py=arg)
+            if isinstance(arg, str) and len(arg) >= 8:
+                self.embedded(decoded_pickle(arg))
+            self.push(value)
+        elif name in BYTES_OPS:
+            data = bytes(arg) if isinstance(arg, (bytes, bytearray)) and len(arg) <= MAX_NESTED_BYTES else None
+            self.embedded(data)
+            self.push(_Value(repr(arg[:40]) + ("…" if len(arg) > 40 else ""), data=data))
         elif name in ("GLOBAL", "INST"):
             module, _, attr = str(arg).partition(" ")
             value = self.imported(module, attr)
-            self.push(self.call(value, _joined(self.pop_mark(), "(", ")")) if name == "INST" else value)
+            if name == "INST":
+                items = self.pop_mark()
+                value = self.call(value, _joined(items, "(", ")"), items)
+            self.push(value)
         elif name == "STACK_GLOBAL":
             attr, module = self.pop(), self.pop()
             self.push(self.imported(module.string if module.string is not None else UNRESOLVED,
                                     attr.string if attr.string is not None else UNRESOLVED))
         elif name == "REDUCE":
             args, fn = self.pop(), self.pop()
-            self.push(self.call(fn, args.text if args.text.startswith("(") else f"(*{args.text})"))
+            self.push(self.call(fn, args.text if args.text.startswith("(") else f"(*{args.text})",
+                                getattr(args, "_items", None) or [args]))
         elif name == "NEWOBJ":
             args, cls = self.pop(), self.pop()
             self.push(self.call(cls, args.text))
@@ -217,19 +253,24 @@ class _Machine:
             self.push(self.call(cls, f"{args.text[:-1]}, **{kwargs.text})"))
         elif name == "OBJ":
             items = self.pop_mark() or [_Value("?")]
-            self.push(self.call(items[0], _joined(items[1:], "(", ")")))
+            self.push(self.call(items[0], _joined(items[1:], "(", ")"), items[1:]))
         elif name == "BUILD":
             state = self.pop()
             target = self.stack[-1] if self.stack else _Value("?")
             if target.imported:  # setattr on a library's own object: a gadget, never data
                 self.scan.record(Call(f"set attributes of {target.text} to {state.text}", target.text, self.member))
+            elif target.origin == JOBLIB_WRAPPER and self.stream is not None:
+                self.joblib_array(state.py if isinstance(state.py, dict) else {})
         elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
             items = [self.pop() for _ in range(int(name[-1]))][::-1]
-            self.push(_Value(_joined(items, "(", ")")))
+            self.push(_tuple(items))
         elif name in ("TUPLE", "LIST", "FROZENSET"):
-            self.push(_Value(_joined(self.pop_mark(), *{"TUPLE": "()", "LIST": "[]", "FROZENSET": "{}"}[name])))
+            items = self.pop_mark()
+            self.push(_tuple(items) if name == "TUPLE" else
+                      _Value(_joined(items, *{"LIST": "[]", "FROZENSET": "{}"}[name])))
         elif name in ("EMPTY_TUPLE", "EMPTY_LIST", "EMPTY_DICT", "EMPTY_SET"):
-            self.push(_Value({"EMPTY_TUPLE": "()", "EMPTY_LIST": "[]", "EMPTY_DICT": "{}", "EMPTY_SET": "{}"}[name]))
+            self.push(_Value({"EMPTY_TUPLE": "()", "EMPTY_LIST": "[]", "EMPTY_DICT": "{}", "EMPTY_SET": "{}"}[name],
+                             py={"EMPTY_TUPLE": (), "EMPTY_DICT": {}}.get(name)))
         elif name == "DICT":
             items = self.pop_mark()
             self.push(_Value(_joined([_Value(f"{k.text}: {v.text}") for k, v in zip(items[::2], items[1::2])],
@@ -245,18 +286,19 @@ class _Machine:
         elif name == "SETITEM":
             value, key = self.pop(), self.pop()
             if self.stack:
-                _append(self.stack[-1], f"{key.text}: {value.text}")
+                self.set_item(self.stack[-1], key, value)
         elif name == "SETITEMS":
             items = self.pop_mark()
             if self.stack:
                 for key, value in zip(items[::2], items[1::2]):
-                    _append(self.stack[-1], f"{key.text}: {value.text}")
+                    self.set_item(self.stack[-1], key, value)
         elif name in ("PERSID", "BINPERSID"):
             if name == "BINPERSID":
                 self.pop()
             self.push(_Value("<persistent>"))
         elif name in ("NONE", "NEWTRUE", "NEWFALSE"):
-            self.push(_Value({"NONE": "None", "NEWTRUE": "True", "NEWFALSE": "False"}[name]))
+            self.push(_Value({"NONE": "None", "NEWTRUE": "True", "NEWFALSE": "False"}[name],
+                             py={"NEWTRUE": True, "NEWFALSE": False}.get(name)))
         elif name in PUT_OPS:
             self.memo[arg] = self.stack[-1] if self.stack else _Value("?")
         elif name == "MEMOIZE":
@@ -290,93 +332,138 @@ class _Machine:
             self.stack.extend(_Value(repr(arg) if arg is not None else "?") for _ in opcode.stack_after)
 
 
+    @staticmethod
+    def set_item(container: _Value, key: _Value, value: _Value) -> None:
+        _append(container, f"{key.text}: {value.text}")
+        if isinstance(container.py, dict) and isinstance(key.py, str) and len(container.py) < 64:
+            container.py[key.py] = value
+
+    def joblib_array(self, state: dict) -> None:
+        """After a joblib NumpyArrayWrapper is rebuilt, joblib reads the array from the file
+        itself: raw bytes (after an alignment pad), or for an object array a protocol 2
+        pickle that it unpickles. Skip the one; walk the other as part of this file."""
+        dtype, shape = state.get("dtype"), state.get("shape")
+        code = dtype.py[1] if dtype is not None and isinstance(dtype.py, tuple) and len(dtype.py) == 2 else None
+        dims = shape.py if shape is not None else None
+        if not isinstance(code, str) or not isinstance(dims, tuple) or not all(isinstance(d, int) for d in dims):
+            raise ScanLimit("a joblib array's size cannot be read from its wrapper; what follows was not scanned")
+        if code.lstrip("<>|=").startswith("O"):
+            walk = _walk(self.stream, self.member, self.scan)
+            self.imports.extend(walk.imports)
+            if not walk.complete:
+                raise ScanLimit(walk.problem or "a joblib object array's pickle is broken")
+            return
+        itemsize = numpy_itemsize(code)
+        if itemsize is None:
+            raise ScanLimit(f"a joblib array of dtype {code!r} cannot be sized; what follows was not scanned")
+        alignment = state.get("numpy_array_alignment_bytes")
+        if alignment is not None and isinstance(alignment.py, int):
+            pad = self.stream.read(1)
+            self.stream.skip(pad[0] if pad else 0)
+        count = 1
+        for d in dims:
+            count *= d
+        self.stream.skip(count * itemsize)
+
+
+_DTYPE_SIZES = {"?": 1, "b": 1, "B": 1, "h": 2, "H": 2, "e": 2, "i": 4, "I": 4, "f": 4, "l": 8, "L": 8, "q": 8,
+                "Q": 8, "d": 8, "F": 8, "g": 16, "D": 16, "G": 32}
+
+
+def numpy_itemsize(code: str) -> int | None:
+    """Bytes per element of a numpy dtype string ('f4', '<i8', 'U10', 'M8[ns]', 'd')."""
+    code = code.lstrip("<>|=").split("[", 1)[0]
+    if not code:
+        return None
+    kind, digits = code[0], code[1:]
+    if not digits:
+        return _DTYPE_SIZES.get(kind)
+    if not (digits.isascii() and digits.isdecimal()) or kind not in "biufcmMVSUa":
+        return None
+    return int(digits) * (4 if kind == "U" else 1)
+
+
+class _TupleValue(_Value):
+    """A tuple, keeping its items: a nested loader's bytes argument is found in it."""
+
+    __slots__ = ("_items",)
+
+
+def _tuple(items: list[_Value]) -> _Value:
+    known = all(isinstance(v.py, (int, str, bool)) and v.py is not None for v in items)
+    value = _TupleValue(_joined(items, "(", ")"), py=tuple(v.py for v in items) if known else None)
+    value._items = items
+    return value
+
+
 _OPCODES = {op.name: op for op in pickletools.opcodes}
 
 
-def _imports_of_stream(stream: IO[bytes], member: str | None, scan: "PickleScan") -> tuple[list[tuple[str, str]], bool, str | None]:
-    """Walk one pickle: (imports, reached STOP, problem), recording its unsafe calls in `scan`."""
-    machine = _Machine(member, scan)
+@dataclass
+class _Walk:
+    imports: list[tuple[str, str]]
+    complete: bool  # reached STOP
+    problem: str | None = None
+    limited: bool = False  # stopped by a budget, not by the bytes
+    opcodes: int = 0
+
+
+def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Walk:
+    """Walk one pickle, recording its unsafe calls in `scan`."""
+    machine = _Machine(member, scan, stream)
+    count = 0
     try:
-        for opcode, arg, _pos in pickletools.genops(stream):
+        for count, (opcode, arg, _pos) in enumerate(pickletools.genops(stream)):
             if opcode.name == "STOP":
-                return machine.imports, True, None
+                scan.opcodes_left -= count
+                return _Walk(machine.imports, True)
+            if count >= scan.opcodes_left:
+                raise ScanLimit(f"it runs more than {MAX_OPCODES:,} pickle opcodes; only the start was scanned")
+            if count & 0xFFFF == 0 and scan.deadline is not None and time.monotonic() > scan.deadline:
+                raise ScanLimit("the time budget of this check ran out while scanning it")
             machine.step(opcode.name, arg)
-    except _ScanLimit:
-        return machine.imports, False, f"its pickles are larger than {MAX_SCAN_BYTES // (1024 * 1024)} MB; only the start was scanned"
+    except ScanLimit as limit:
+        scan.opcodes_left = max(0, scan.opcodes_left - count)
+        return _Walk(machine.imports, False, str(limit), limited=True, opcodes=count)
     except Exception as err:  # genops raises ValueError and friends on bytes that are not a pickle
-        return machine.imports, False, f"{type(err).__name__}: {err}"
-    return machine.imports, False, "the pickle ends without STOP (truncated)"
+        scan.opcodes_left = max(0, scan.opcodes_left - count)
+        return _Walk(machine.imports, False, f"{type(err).__name__}: {err}")
+    return _Walk(machine.imports, False, "the pickle ends without STOP (truncated)")
 
 
-def _scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
-    """Scan consecutive pickles of one stream; False when it is not a pickle at all."""
-    reader = _BoundedReader(raw, scan.bytes_left)
+def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
+    """Scan the consecutive pickles of one stream into `scan`; False when it is not a pickle at all."""
+    reader = BoundedReader(raw, scan.bytes_left)
     try:
         where = f"{member}: " if member else ""
         try:
             first = reader.read(1)
-        except _ScanLimit:
+        except ScanLimit:
             return False
         reader.pending = first
         for n in range(MAX_STREAMS):
-            imports, complete, problem = _imports_of_stream(reader, member, scan)
-            scan.imports.extend(Import(m, a, member, classify(m, a)) for m, a in imports)
-            if complete:
+            walk = _walk(reader, member, scan)
+            scan.imports.extend(Import(m, a, member, classify(m, a)) for m, a in walk.imports)
+            if walk.complete:
                 try:
                     if reader.at_end():
                         return True
-                except _ScanLimit:
+                except ScanLimit:
                     return True
                 continue
             if n == 0:
-                # protocol 2+ pickles start with PROTO (0x80); anything else that fails at
-                # once is some other format, not something pickle.load would run.
-                if not imports and first != b"\x80":
+                # protocol 2+ pickles start with PROTO (0x80); anything else that fails
+                # early is some other format (text read as opcodes stops within a few),
+                # not something pickle.load would run.
+                if not walk.imports and first != b"\x80" and not (walk.limited and walk.opcodes > 64):
                     return False
-                scan.problems.append(f"{where}{problem}")
-            elif imports:
+                scan.problems.append(f"{where}{walk.problem}")
+            elif walk.imports or walk.limited:
                 # A broken later pickle that imports before breaking: loaders run what comes
                 # before the break, so what we found counts and the scan is incomplete.
-                scan.problems.append(f"{where}{problem}")
+                scan.problems.append(f"{where}{walk.problem}")
             # After complete pickles, bytes that are not a pickle are data (legacy torch storages).
             return True
         return True
     finally:
         scan.bytes_left = reader.budget
-
-
-def scan_pickle_file(path: str | os.PathLike[str], rel: str) -> PickleScan:
-    """Scan the pickle-based file at `path` (a regular file) without unpickling anything."""
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        return PickleScan(rel, "not-pickle", problems=["is not a regular file"])
-    with open(path, "rb") as f:
-        return scan_pickle(f, rel)
-
-
-def scan_pickle(f: IO[bytes], rel: str) -> PickleScan:
-    """Scan an open, seekable pickle-based file (raw pickles or a torch zip archive)."""
-    if zipfile.is_zipfile(f):
-        f.seek(0)
-        scan = PickleScan(rel, "zip")
-        try:
-            archive = zipfile.ZipFile(f)
-            members = [i for i in archive.infolist() if i.filename.endswith(".pkl")]
-            for info in members:
-                if scan.bytes_left <= 0:
-                    scan.problems.append(f"{info.filename} and the next members: not scanned, the pickles "
-                                         f"before them already hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
-                    break
-                with archive.open(info) as member:
-                    if not _scan_streams(member, info.filename, scan):
-                        scan.problems.append(f"{info.filename}: is not a pickle")
-        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as err:
-            scan.problems.append(f"the zip archive is damaged: {err}")
-        if not members and not scan.problems:
-            scan.kind = "not-pickle"  # a zip without pickles: nothing here runs on load
-        return scan
-    f.seek(0)
-    scan = PickleScan(rel, "pickle")
-    if not _scan_streams(f, None, scan):
-        scan.kind = "not-pickle"
-    return scan

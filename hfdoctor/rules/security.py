@@ -1,19 +1,24 @@
-"""Rules about code that could run when the model is loaded: pickles and remote code.
+"""Rules about code that could run when the model is loaded: pickles, other model formats, remote code.
 
-Nothing here unpickles, imports or runs anything from the checked repository.
+Nothing here unpickles, imports or runs anything from the checked repository; the files
+are read by hfdoctor.modelfiles.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
+import dataclasses
+
 from hfdoctor import registry
 from hfdoctor.findings import Finding, Severity
-from hfdoctor.pickles import scan_pickle
+from hfdoctor.modelfiles.result import PickleScan
+from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
+from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
-from hfdoctor.sources.base import Unreadable
 from hfdoctor.rules.base import Rule, rule
-from hfdoctor.weights.headers import repo_weights
+from hfdoctor.sources.base import Unreadable
+from hfdoctor.weights.headers import lfs_pointer, repo_weights
 
 
 def _names(imports, limit: int = 4) -> str:
@@ -32,64 +37,105 @@ def _chain(scan, imports, gadgets=(), limit: int = 2) -> str:
     return "; loading does " + " then ".join(f"`{c}`" for c in shown)
 
 
+def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
+    """rel -> the scan of every model file loaders may unpickle or run (or why it could not be
+    read), once per repository; files of one content (hard links, one blob) scanned once."""
+    cached = getattr(repo, "_model_file_scans", None)
+    if cached is not None:
+        return cached
+    view = repo_weights(repo)
+    budget, source = repo.budget, repo.source
+    scans: dict[str, PickleScan | str] = {}
+    by_identity: dict[tuple, PickleScan] = {}
+    for rel in repo.files:
+        if not scanned(rel) or rel in view.pointers or rel in view.broken or lfs_pointer(source, rel) is not None:
+            continue
+        identity = source.identity(rel)
+        if identity is not None and identity in by_identity:
+            scans[rel] = _renamed(by_identity[identity], rel)
+            continue
+        if budget.expired():
+            budget.skip_for_time(f"model-file scans ({rel} and the files after it)")
+            break
+        try:
+            with source.open(rel) as handle:
+                scan = scan_handle(handle, rel, budget)
+        except (OSError, Unreadable) as err:
+            scans[rel] = str(err) or "cannot be read"
+            continue
+        scans[rel] = scan
+        if identity is not None:
+            by_identity[identity] = scan
+    repo._model_file_scans = scans  # type: ignore[attr-defined]
+    return scans
+
+
+def _renamed(scan: PickleScan, rel: str) -> PickleScan:
+    """The scan of another name of the same content (a hard link), with this file's name."""
+    return dataclasses.replace(scan, file=rel)
+
+
 @rule("SEC001", "unsafe-pickle", Severity.ERROR)
 def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """A pickle-based file (`*.bin`, `*.pt`, `*.pth`, `*.ckpt`, `*.pkl`) imports what rebuilding tensors does not need.
+    """A pickle-based file imports what rebuilding tensors does not need (nested, compressed and archived pickles too).
 
     Why: unpickling calls whatever the pickle names. torch.load(weights_only=False),
-    pickle.load, joblib and older transformers versions run it while "loading the model",
-    so a weight file can run shell commands, write files or open connections. hfdoctor
-    walks the pickle opcodes (raw pickles, and the `data.pkl` of torch zip archives)
-    without unpickling, runs the pickle machine on symbolic values to resolve every
-    import (GLOBAL, INST, STACK_GLOBAL, through the memo) and every call, and judges
-    imports against an allowlist, as fickling and torch's weights_only loader do, never
-    a denylist alone (payloads reach eval through `numpy.__builtins__`, read files with
-    `pandas.read_csv`, run code through mlflow or timm loaders):
+    pickle.load, joblib, numpy.load(allow_pickle=True) and older transformers versions run
+    it while "loading the model", so a weight file can run shell commands, write files or
+    open connections. hfdoctor reads every file loaders unpickle (`*.bin`, `*.pt`,
+    `*.pth`, `*.ckpt`, `*.pkl`, `*.pickle`, `*.joblib`, `*.dill`, object `*.npy`/`*.npz`),
+    compressed (`.gz`, `.bz2`, `.xz`, joblib's compressors) or inside archives (torch
+    zips, `.zip`, `.tar`, `.pth.tar`, `.7z`), told apart by content, never by name alone.
+    It walks the pickle opcodes without unpickling, runs the pickle machine on symbolic
+    values to resolve every import and call, and judges imports against an allowlist (as
+    fickling and torch's weights_only loader do), never a denylist alone:
 
     - error: anything that is not one of torch's tensor/storage rebuilders, dtypes,
       OrderedDict or numpy arrays, and not a known training-state class; the message
       names the imports and the call chain loading would run (e.g.
-      `numpy.size(numpy.size, 'eval')('__import__("os").system("id")')`). Imports that
-      are known to run code (os, subprocess, builtins.eval, socket, ...), attribute paths
-      (`numpy` + `core._internal.sys.modules`), dunders (`__builtins__`), imports whose
-      name cannot be determined, and writes to attributes of an imported object are
-      called out as running code;
-    - warning: only known training-state classes (transformers' TrainingArguments and its
-      enums, TRL configs, argparse.Namespace, torch.nn layer classes), which run no code
-      when rebuilt but make torch.load(weights_only=True) refuse the file; and a pickle
-      that cannot be fully parsed, or whose pickles hold more than 64 MB in all (the
-      scan's bound per file): what follows was not seen.
+      `numpy.size(numpy.size, 'eval')('__import__("os").system("id")')`). The container
+      tricks count as what the loader runs: a pickle in front of a torch zip (torch.load
+      unpickles the front), zip members read from their local headers whatever the
+      central directory's name, the CRC or the encryption flag say (torch ignores all
+      three), every member of a legacy torch tar, and the bytes
+      `torch.storage._load_from_bytes` loads (scanned as a file of their own);
+    - warning: a pickle stored as data inside the file (raw bytes, base64 or hex in a
+      string) that imports what it must not: loading the file does not run it, code that
+      unpickles that field does; and a file that could not be fully scanned (damaged, over
+      the 64 MB / 2 million opcodes hfdoctor reads of one file, or past the check's budget);
+    - info: only known training-state classes (transformers' TrainingArguments and
+      accelerate's state in training_args.bin, TRL configs, scikit-learn estimators,
+      torch.nn layers), which run no code when rebuilt but make
+      torch.load(weights_only=True) refuse the file. These decisions are data, each with
+      where the class was seen (upstream_templates/pickle_classes.json).
 
     Example: pytorch_model.bin whose data.pkl imports posix.system; a .pkl importing
-    `mlflow.pyfunc.load_model` (error); training_args.bin holding a pickled
-    transformers.TrainingArguments (warning).
+    `mlflow.pyfunc.load_model`; a model.7z holding such a pickle (error); training_args.bin
+    holding a pickled transformers.TrainingArguments (info).
 
     Fix: none automatic; do not load a file with an error here. Convert trusted weights
     to safetensors, which holds data only.
     """
-    view = repo_weights(repo)
-    for rel in repo.weight_files:
-        if not rel.endswith(PICKLE_SUFFIXES) or rel in view.pointers or rel in view.broken:
+    for rel, scan in model_file_scans(repo).items():
+        if isinstance(scan, str):
+            yield self.finding(repo, f"{rel} cannot be read to scan it: {scan}", file=rel, severity=Severity.WARNING)
             continue
-        try:
-            with repo.source.open(rel) as handle:
-                scan = scan_pickle(handle, rel)
-        except (OSError, Unreadable) as err:
-            yield self.finding(repo, f"{rel} cannot be read to scan it: {err}", file=rel, severity=Severity.WARNING)
-            continue
-        if scan.kind == "not-pickle":
-            yield self.finding(
-                repo, f"{rel} is neither a pickle nor a torch zip archive: not scanned (torch.load cannot read it).",
-                file=rel, severity=Severity.INFO,
-            )
+        if scan.kind == "not-pickle" and not scan.imports and not scan.problems:
+            if rel.endswith(PICKLE_SUFFIXES):
+                yield self.finding(
+                    repo, f"{rel} is neither a pickle nor a torch zip archive: not scanned (torch.load cannot read it).",
+                    file=rel, severity=Severity.INFO,
+                )
             continue
         dangerous, unlisted, known = (scan.by_verdict(v) for v in ("dangerous", "unlisted", "known"))
         gadgets = [c for c in scan.calls if c.text.startswith("set attributes of ")]
-        if dangerous or gadgets:
+        loads = [c for c in scan.calls if c.origin in NESTED_LOADERS]  # a nested load of bytes we could not read
+        if dangerous or gadgets or loads:
             yield self.finding(
                 repo,
                 f"{rel} runs code when loaded: its pickle imports {_names(dangerous + unlisted)}"
                 + (" and writes attributes of an imported object" if gadgets else "")
+                + (" and unpickles bytes it builds at load time" if loads and not dangerous else "")
                 + _chain(scan, dangerous + unlisted, gadgets)
                 + ". torch.load(weights_only=False), pickle.load and older transformers execute this. "
                 "Do not load it; use safetensors weights.",
@@ -109,12 +155,50 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 f"{rel} pickles training state beyond tensors ({_names(known)}): these classes run no code when "
                 "rebuilt, but torch.load(weights_only=True) refuses the file and weights_only=False trusts it "
                 "completely. Prefer safetensors for anything a loader needs.",
+                file=rel, severity=Severity.INFO,
+            )
+        for where, imports in embedded_imports(scan)[:2]:
+            yield self.finding(
+                repo,
+                f"{rel} stores a pickle as data (in {where}) that imports {_names(imports)}: loading {rel} does not "
+                "run it, but code that unpickles that field does. Remove it, or treat the field as hostile.",
                 file=rel, severity=Severity.WARNING,
             )
-        if scan.problems and not (dangerous or gadgets or unlisted):
+        if scan.problems and not (dangerous or gadgets or unlisted or loads):
             yield self.finding(
                 repo, f"{rel} could not be fully scanned ({scan.problems[0]}): imports after that point are unknown.",
                 file=rel, severity=Severity.WARNING,
+            )
+
+
+@rule("SEC003", "unsafe-model-file", Severity.ERROR)
+def unsafe_model_file(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """Another model format runs code or reaches outside the repository on load: Keras Lambda layers or module references, ONNX external data outside the repo, TF SavedModel PyFunc.
+
+    Why: pickle is not the only format that executes. A Keras model (`.keras`, `.h5`)
+    with a `Lambda` layer carries marshalled Python bytecode that keras.models.load_model
+    runs (Keras 2; Keras 3 with safe_mode=False), and a config object whose `module` is
+    not Keras's own makes the loader import and call that module's function
+    (`builtins.exec`). An ONNX tensor whose external data `location` is absolute or
+    climbs out of the model's directory makes onnx read any file of the machine into the
+    model (CVE-2022-25882 and later path traversals). A TensorFlow SavedModel with a
+    PyFunc/EagerPyFunc op calls Python in the loading process. An archive member named
+    `../x` is written outside the folder by whoever extracts the archive (warning: no
+    model loader extracts).
+
+    Example: model.keras whose config.json holds {"class_name": "Lambda", ...}; model.onnx
+    whose initializer's external data is "../../../../etc/passwd".
+
+    Fix: none automatic; re-export the model without the Lambda layer (a registered
+    custom layer), with external data beside the model, or without py_function.
+    """
+    for rel, scan in model_file_scans(repo).items():
+        if isinstance(scan, str):
+            continue
+        for severity, message in list(dict.fromkeys(scan.unsafe))[:4]:
+            yield self.finding(
+                repo, f"{rel} {'runs or reaches code on load' if severity == 'error' else 'is an archive'}: {message}.",
+                file=rel, severity=Severity.ERROR if severity == "error" else Severity.WARNING,
             )
 
 
@@ -177,4 +261,4 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
-RULES: list[Rule] = [unsafe_pickle, remote_code]
+RULES: list[Rule] = [unsafe_pickle, remote_code, unsafe_model_file]

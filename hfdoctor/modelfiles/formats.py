@@ -1,0 +1,238 @@
+"""Model formats other than pickle that run code on load, read as data.
+
+- numpy .npy: a header (a Python dict literal, parsed with ast.literal_eval, bounded)
+  then the array; an object dtype (`'O'` anywhere in descr) stores a pickle after the
+  header, which np.load(allow_pickle=True) unpickles;
+- Keras: `.keras` is a zip whose config.json describes the model; `.h5` holds the same
+  JSON in its `model_config` attribute. A `Lambda` layer carries marshalled Python
+  bytecode that loading runs (keras 2, and keras 3 with safe_mode=False), and a layer or
+  object whose `module` is not Keras's own makes the loader import that module;
+- ONNX: a TensorProto whose data is external names a file (`location`); a path that is
+  absolute or climbs out of the model's directory makes onnx read any file on the machine;
+- TensorFlow SavedModel: a PyFunc op (PyFunc, PyFuncStateless, EagerPyFunc) calls a Python
+  function registered in the process that loads it.
+
+ONNX and SavedModel are protobuf: a small wire-format reader walks only the fields that
+matter, with bounds on depth and count.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import struct
+from typing import Any, Iterator
+
+NPY_MAGIC = b"\x93NUMPY"
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+MAX_NPY_HEADER = 64 * 1024
+PYFUNC_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+MAX_PROTO_DEPTH = 16
+MAX_PROTO_FIELDS = 2_000_000
+
+
+# --- numpy ------------------------------------------------------------------------------------
+
+
+def npy_header(data: bytes) -> tuple[dict[str, Any], int] | None:
+    """(the header dict, where the array starts) of an .npy file, or None when it is not one."""
+    if not data.startswith(NPY_MAGIC) or len(data) < 10:
+        return None
+    major = data[6]
+    if major == 1:
+        (length,), start = struct.unpack("<H", data[8:10]), 10
+    elif major in (2, 3) and len(data) >= 12:
+        (length,), start = struct.unpack("<I", data[8:12]), 12
+    else:
+        return None
+    if length > MAX_NPY_HEADER or start + length > len(data):
+        return None
+    try:
+        header = ast.literal_eval(data[start:start + length].decode("latin-1").strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return (header, start + length) if isinstance(header, dict) else None
+
+
+def holds_objects(descr: Any) -> bool:
+    """An object dtype anywhere in a numpy descr ('|O', or a structured dtype with an 'O' field)."""
+    if isinstance(descr, str):
+        return descr.lstrip("<>|=").startswith("O")
+    if isinstance(descr, (list, tuple)):
+        return any(holds_objects(part) for part in descr)
+    return False
+
+
+# --- Keras --------------------------------------------------------------------------------------
+
+
+# Top-level packages whose objects a Keras config may name: Keras's own.
+KERAS_MODULES = frozenset({"keras", "tf_keras", "tensorflow", "keras_hub", "keras_nlp", "keras_cv"})
+
+
+def keras_config_problems(config: Any) -> list[str]:
+    """What loading a Keras model with this config would run, from the config alone."""
+    found: list[str] = []
+    stack, seen = [config], 0
+    while stack and seen < 200_000:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            if node.get("class_name") == "Lambda":
+                inner = node.get("config") if isinstance(node.get("config"), dict) else {}
+                name = inner.get("name", "?")
+                found.append(f"a Lambda layer ({name!r}) whose Python code loading runs")
+            module = node.get("module")
+            if isinstance(module, str) and module and module.split(".")[0] not in KERAS_MODULES:
+                what = node.get("config") if node.get("class_name") == "function" else node.get("class_name")
+                found.append(f"a reference to {module}.{what} (loading imports and calls it)")
+            if node.get("class_name") == "__lambda__":
+                found.append("a serialized Python lambda (loading rebuilds and runs its bytecode)")
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return list(dict.fromkeys(found))
+
+
+def h5_model_config(data: bytes) -> Any:
+    """The Keras model config stored in an HDF5 file's attributes, found by its JSON text
+    (the `model_config` attribute is a JSON string: `{"class_name": ...`)."""
+    at = data.find(b'{"class_name"')
+    decoder = json.JSONDecoder()
+    tries = 0
+    while at >= 0 and tries < 64:
+        tries += 1
+        end = data.find(b"\x00", at)
+        chunk = data[at:end if end > at else None][: 64 * 1024 * 1024]
+        try:
+            value, _ = decoder.raw_decode(chunk.decode("utf-8", "replace"))
+            if isinstance(value, dict) and "config" in value:
+                return value
+        except (ValueError, RecursionError):
+            pass
+        at = data.find(b'{"class_name"', at + 1)
+    return None
+
+
+# --- protobuf (ONNX, SavedModel) -----------------------------------------------------------------
+
+
+class ProtoError(ValueError):
+    pass
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ProtoError("a varint runs past the end")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def proto_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
+    """(field number, wire type, value) of one message: ints for varint/fixed, bytes for
+    length-delimited fields (strings and sub-messages alike)."""
+    at, n = 0, 0
+    while at < len(data):
+        n += 1
+        if n > MAX_PROTO_FIELDS:
+            raise ProtoError("too many fields")
+        key, at = _varint(data, at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = _varint(data, at)
+        elif wire == 1:
+            value, at = data[at:at + 8], at + 8
+        elif wire == 2:
+            length, at = _varint(data, at)
+            if at + length > len(data):
+                raise ProtoError("a field runs past the end")
+            value, at = data[at:at + length], at + length
+        elif wire == 5:
+            value, at = data[at:at + 4], at + 4
+        else:
+            raise ProtoError(f"wire type {wire} is not a protobuf message")
+        yield number, wire, value
+
+
+def _submessages(data: bytes, number: int) -> Iterator[bytes]:
+    for field_number, wire, value in proto_fields(data):
+        if field_number == number and wire == 2:
+            yield value
+
+
+def onnx_external_paths(model: bytes) -> list[str]:
+    """Every `location` of external tensor data in an ONNX ModelProto (graph initializers,
+    tensors in node attributes, nested graphs)."""
+    found: list[str] = []
+
+    def tensor(data: bytes) -> None:  # TensorProto: external_data = 13 (key 1, value 2)
+        for entry in _submessages(data, 13):
+            pairs = {k: v for k, _, v in proto_fields(entry)}
+            if pairs.get(1) == b"location" and isinstance(pairs.get(2), bytes):
+                found.append(pairs[2].decode("utf-8", "replace"))
+
+    def graph(data: bytes, depth: int) -> None:  # GraphProto: node 1, initializer 5, sparse_initializer 15
+        if depth > MAX_PROTO_DEPTH:
+            raise ProtoError("graphs nested too deep")
+        for number, wire, value in proto_fields(data):
+            if wire != 2:
+                continue
+            if number == 5:
+                tensor(value)
+            elif number == 1:  # NodeProto: attribute 5 -> AttributeProto: t 5, g 6, tensors 10, graphs 11
+                for attribute in _submessages(value, 5):
+                    for a_number, a_wire, a_value in proto_fields(attribute):
+                        if a_wire == 2 and a_number in (5, 10):
+                            tensor(a_value)
+                        elif a_wire == 2 and a_number in (6, 11):
+                            graph(a_value, depth + 1)
+
+    for g in _submessages(model, 7):  # ModelProto.graph
+        graph(g, 0)
+    for function in _submessages(model, 25):  # ModelProto.functions: FunctionProto.node 7
+        for node in _submessages(function, 7):
+            graph(b"\x0a" + _length(node) + node, 1)
+    return found
+
+
+def _length(data: bytes) -> bytes:
+    out, n = bytearray(), len(data)
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def path_escapes(location: str) -> bool:
+    """An external-data path that is absolute or leaves the model's directory."""
+    parts = location.replace("\\", "/").split("/")
+    return location.startswith(("/", "\\", "~")) or (len(location) > 1 and location[1] == ":") or ".." in parts
+
+
+def savedmodel_pyfunc_ops(data: bytes) -> list[str]:
+    """PyFunc ops in a SavedModel (saved_model.pb): meta_graphs 2 -> graph_def 2 -> node 1 (op 2),
+    and graph_def.library 2 -> function 1 -> node_def 3 (op 2)."""
+    found: list[str] = []
+
+    def nodes(container: bytes, field_number: int) -> None:
+        for node in _submessages(container, field_number):
+            op = next((v for n, w, v in proto_fields(node) if n == 2 and w == 2), b"")
+            name = next((v for n, w, v in proto_fields(node) if n == 1 and w == 2), b"")
+            if op.decode("utf-8", "replace") in PYFUNC_OPS:
+                found.append(f"{op.decode()} op {name.decode('utf-8', 'replace')!r}")
+
+    for meta_graph in _submessages(data, 2):
+        for graph_def in _submessages(meta_graph, 2):
+            nodes(graph_def, 1)
+            for library in _submessages(graph_def, 2):
+                for function in _submessages(library, 1):
+                    nodes(function, 3)
+    return list(dict.fromkeys(found))

@@ -1,0 +1,337 @@
+"""Scan one file of a repository for what loading it would run.
+
+One entry point, `scan_model_file(source, rel, budget)`, for every format that runs code
+on load: pickles (raw, torch zip and legacy tar archives, joblib, dill, numpy object
+arrays), the same compressed (gzip, bz2, xz, lzma, zlib) or inside archives (zip, tar, 7z,
+nested up to MAX_DEPTH), Keras (.keras, .h5), ONNX external data, and TensorFlow
+SavedModel PyFunc ops. A file is told by its content (magic bytes) first and its name
+second, so a pickle named .zip or a zip named .bin is what it is.
+
+Container tricks are judged as the loader that opens the file would see them:
+- torch.load takes a file for a zip only when it starts with a zip local header; a pickle
+  placed in front of a zip (the central directory at the end still reads as a zip) is
+  unpickled from byte 0: that front pickle is scanned as what runs, and the zip as well;
+- zip members are read from their local headers, whatever the central directory's name,
+  the CRC or the encryption flag say (torch ignores all three);
+- a legacy torch tar file's members are all unpickled, so all are scanned;
+- `torch.storage._load_from_bytes(b'...')` is torch.load(weights_only=False) of its
+  argument: that argument is scanned as a file of its own, and what it imports counts;
+- a pickle stored as data (raw bytes, base64 or hex in a string) runs only if something
+  unpickles that field later: it is scanned apart and reported, not counted as running.
+
+Everything is read in memory, never extracted, within the file's pickle budget and the
+repository's byte budget and deadline. Scans are cached by content identity (an inode, a
+git blob, an LFS object): sixteen hard links to one file are one scan.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import IO
+
+from hfdoctor.budget import Budget
+import hfdoctor.modelfiles.containers as containers
+import hfdoctor.modelfiles.formats as formats
+import hfdoctor.modelfiles.picklemachine as picklemachine
+import hfdoctor.modelfiles.sevenzip as sevenzip
+from hfdoctor.modelfiles.containers import ContainerError
+from hfdoctor.modelfiles.result import MAX_SCAN_BYTES, Import, PickleScan
+from hfdoctor.sources.base import Unreadable
+
+MAX_DEPTH = 4
+# Said when malformed data reaches a path no reader check covers: the scan is incomplete
+# (the fuzz tests fail on it, so each such path gets a check of its own).
+SCANNER_FAILED = "the scanner stopped on malformed data"
+MAX_WHOLE_FILE = 512 * 1024 * 1024  # the most of one file read whole (ONNX, SavedModel, 7z, HDF5 prefix)
+HDF5_PREFIX = 64 * 1024 * 1024
+# Files a loader may unpickle or execute, by name; anything else is scanned only when its
+# content says it is a pickle or an archive (a polyglot).
+SCANNED_SUFFIXES = (
+    ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".npy", ".npz", ".gz", ".bz2", ".xz",
+    ".lzma", ".zip", ".tar", ".tgz", ".7z", ".keras", ".h5", ".hdf5", ".onnx", ".mar", ".nemo", ".pb",
+)
+
+
+def scanned(rel: str) -> bool:
+    return rel.lower().endswith(SCANNED_SUFFIXES)
+
+
+def _peek(handle: IO[bytes], n: int = 512) -> bytes:
+    handle.seek(0)
+    head = handle.read(n)
+    handle.seek(0)
+    return head
+
+
+def _join(where: str | None, name: str) -> str:
+    return f"{where}/{name}" if where else name
+
+
+class _Scanner:
+    def __init__(self, scan: PickleScan, budget: Budget):
+        self.scan, self.budget = scan, budget
+
+    def whole(self, handle: IO[bytes], what: str) -> bytes | None:
+        """All of a (member) file, when the file and the budget allow it."""
+        handle.seek(0)
+        data = handle.read(MAX_WHOLE_FILE + 1)
+        if len(data) > MAX_WHOLE_FILE or not self.budget.take(len(data)):
+            self.scan.problems.append(f"{what}: too large to read whole here; not scanned")
+            return None
+        return data
+
+    def file(self, handle: IO[bytes], name: str, where: str | None, depth: int) -> None:
+        """Scan one file (or archive member) by what its content is."""
+        what = where or self.scan.file
+        if depth > MAX_DEPTH:
+            self.scan.problems.append(f"{what}: archives nested more than {MAX_DEPTH} deep; not scanned")
+            return
+        head = _peek(handle)
+        lower = name.lower()
+        if head.startswith(sevenzip.SIGNATURE):
+            self.seven_zip(handle, where, depth)
+        elif head.startswith(containers.ZIP_LOCAL) or head.startswith(b"PK\x05\x06"):
+            self.zip(handle, name, where, depth)
+        elif head.startswith(formats.NPY_MAGIC):
+            self.npy(handle, head, where)
+        elif head.startswith(formats.HDF5_MAGIC) or lower.endswith((".h5", ".hdf5", ".keras")):
+            self.hdf5(handle, where)
+        elif containers.is_tar(handle):
+            self.tar(handle, where, depth)
+        elif (kind := containers.compression_of(head)) is not None:
+            self.decompress(handle, kind, name, where, depth)
+        elif lower.endswith(".onnx"):
+            self.onnx(handle, where)
+        elif lower.endswith("saved_model.pb"):
+            self.savedmodel(handle, where)
+        else:
+            self.pickle(handle, where)
+            if _is_zip_anywhere(handle):  # a zip behind a front that torch.load unpickles: both are scanned
+                self.zip(handle, name, where, depth)
+
+    def pickle(self, handle: IO[bytes], where: str | None) -> None:
+        handle.seek(0)
+        if picklemachine.scan_streams(handle, where, self.scan) and self.scan.kind == "not-pickle":
+            self.scan.kind = "pickle"
+
+    def zip(self, handle: IO[bytes], name: str, where: str | None, depth: int) -> None:
+        try:
+            entries = containers.zip_entries(handle)
+        except ContainerError as err:
+            self.scan.problems.append(f"{where or self.scan.file}: {err}")
+            return
+        if self.scan.kind in ("not-pickle", "pickle"):
+            self.scan.kind = "zip"
+        keras = name.lower().endswith(".keras") or any(e.name == "config.json" for e in entries) and any(
+            e.name.endswith(".weights.h5") for e in entries)
+        for entry in entries:
+            path = _join(where, entry.name)
+            if self.scan.bytes_left <= 0:
+                self.scan.problems.append(f"{path} and the next members: not scanned, the pickles before them already "
+                                          f"hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
+                break
+            if containers.escapes(entry.name):
+                self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
+                                                             "its directory (a path traversal)"))
+            if not self._worth_opening(entry, keras):
+                continue
+            try:
+                member = containers.open_entry(handle, entry)
+                if keras and entry.name == "config.json":
+                    self.keras_config(member.read(16 * 1024 * 1024), path)
+                else:
+                    self.member(member, entry.name, path, depth)
+            except ContainerError as err:
+                self.scan.problems.append(f"{path}: {err}")
+
+    @staticmethod
+    def _worth_opening(entry: containers.ZipEntry, keras: bool) -> bool:
+        """Members a loader may unpickle or run: by name, or any small member (its content
+        decides). A torch archive's tensor data (`data/0`) is never read."""
+        base = entry.name.rsplit("/", 1)[-1]
+        if "/data/" in f"/{entry.name}" and base.isdigit():
+            return False
+        return scanned(entry.name) or (keras and base == "config.json") or entry.size <= 1024 * 1024
+
+    def member(self, member: IO[bytes], name: str, path: str, depth: int) -> None:
+        """An archive member: containers inside it need a seekable copy; pickles stream."""
+        head = member.peek(512)[:512] if hasattr(member, "peek") else b""
+        if head.startswith((containers.ZIP_LOCAL, sevenzip.SIGNATURE, formats.NPY_MAGIC, formats.HDF5_MAGIC)) or \
+                containers.compression_of(head) or name.lower().endswith((".tar", ".onnx", ".pb")):
+            data = member.read(containers.MAX_MEMBER_BYTES + 1)
+            if len(data) > containers.MAX_MEMBER_BYTES or not self.budget.take(len(data)):
+                self.scan.problems.append(f"{path}: too large to open in memory; not scanned")
+                return
+            self.file(io.BytesIO(data), name, path, depth + 1)
+        else:
+            if picklemachine.scan_streams(member, path, self.scan) and self.scan.kind == "not-pickle":
+                self.scan.kind = "pickle"
+
+    def seven_zip(self, handle: IO[bytes], where: str | None, depth: int) -> None:
+        data = self.whole(handle, where or self.scan.file)
+        if data is None:
+            return
+        self.scan.kind = "7z" if self.scan.kind == "not-pickle" else self.scan.kind
+        try:
+            members = sevenzip.read_7z(data, containers.MAX_MEMBER_BYTES)
+        except ContainerError as err:
+            self.scan.problems.append(f"{where or self.scan.file}: {err}")
+            return
+        for member in members:
+            self._archived(member, where, depth)
+
+    def tar(self, handle: IO[bytes], where: str | None, depth: int) -> None:
+        self.scan.kind = "tar" if self.scan.kind == "not-pickle" else self.scan.kind
+        try:
+            for member in containers.tar_members(handle, containers.MAX_MEMBER_BYTES):
+                self._archived(member, where, depth)
+        except ContainerError as err:
+            self.scan.problems.append(f"{where or self.scan.file}: {err}")
+
+    def _archived(self, member: containers.Member, where: str | None, depth: int) -> None:
+        path = _join(where, member.name)
+        if containers.escapes(member.name):
+            self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
+                                                             "its directory (a path traversal)"))
+        if member.data is None:
+            self.scan.problems.append(f"{path}: {member.problem}")
+        elif self.budget.take(len(member.data)):
+            self.file(io.BytesIO(member.data), member.name, path, depth + 1)
+
+    def decompress(self, handle: IO[bytes], kind: str, name: str, where: str | None, depth: int) -> None:
+        what = where or self.scan.file
+        raw = self.whole(handle, what)
+        if raw is None:
+            return
+        try:
+            data = containers.decompress_stream(kind, raw, containers.MAX_MEMBER_BYTES)
+        except ContainerError as err:
+            self.scan.problems.append(f"{what}: {err}")
+            return
+        if not self.budget.take(len(data)):
+            self.scan.problems.append(f"{what}: its decompressed content passes the read budget; not scanned")
+            return
+        inner = name.rsplit(".", 1)[0] if name.lower().endswith((".gz", ".bz2", ".xz", ".lzma", ".z")) else name
+        self.file(io.BytesIO(data), inner, _join(where, f"({kind})") if where else f"{self.scan.file} ({kind})",
+                  depth + 1)
+
+    def npy(self, handle: IO[bytes], head: bytes, where: str | None) -> None:
+        handle.seek(0)
+        parsed = formats.npy_header(handle.read(formats.MAX_NPY_HEADER + 16))
+        if parsed is None:
+            self.scan.problems.append(f"{where or self.scan.file}: a numpy header hfdoctor cannot read")
+            return
+        header, offset = parsed
+        self.scan.kind = "numpy" if self.scan.kind == "not-pickle" else self.scan.kind
+        if formats.holds_objects(header.get("descr")):  # np.load(allow_pickle=True) unpickles the rest
+            handle.seek(offset)
+            picklemachine.scan_streams(handle, where, self.scan)
+
+    def hdf5(self, handle: IO[bytes], where: str | None) -> None:
+        handle.seek(0)
+        data = handle.read(HDF5_PREFIX)
+        config = formats.h5_model_config(data)
+        if config is not None:
+            self.keras_config(config, where or self.scan.file)
+
+    def keras_config(self, config, where: str) -> None:
+        if isinstance(config, (bytes, bytearray)):
+            try:
+                import json
+
+                config = json.loads(config)
+            except ValueError:
+                self.scan.problems.append(f"{where}: a Keras config that is not JSON")
+                return
+        self.scan.kind = "keras" if self.scan.kind in ("not-pickle", "zip") else self.scan.kind
+        for problem in formats.keras_config_problems(config):
+            self.scan.unsafe.append(("error", f"{where}: {problem}"))
+
+    def onnx(self, handle: IO[bytes], where: str | None) -> None:
+        data = self.whole(handle, where or self.scan.file)
+        if data is None:
+            return
+        try:
+            paths = formats.onnx_external_paths(data)
+        except formats.ProtoError as err:
+            self.scan.problems.append(f"{where or self.scan.file}: not a readable ONNX model ({err})")
+            return
+        self.scan.kind = "onnx"
+        for path in paths:
+            if formats.path_escapes(path):
+                self.scan.unsafe.append(("error", f"{where or self.scan.file}: its tensor data is read from {path!r}, "
+                                                  "outside the model's directory (onnx opens that file on load)"))
+
+    def savedmodel(self, handle: IO[bytes], where: str | None) -> None:
+        data = self.whole(handle, where or self.scan.file)
+        if data is None:
+            return
+        try:
+            ops = formats.savedmodel_pyfunc_ops(data)
+        except formats.ProtoError as err:
+            self.scan.problems.append(f"{where or self.scan.file}: not a readable SavedModel ({err})")
+            return
+        self.scan.kind = "savedmodel"
+        for op in ops:
+            self.scan.unsafe.append(("error", f"{where or self.scan.file}: a {op} that calls Python code of the "
+                                              "loading process"))
+
+
+def _is_zip_anywhere(handle: IO[bytes]) -> bool:
+    import zipfile
+
+    try:
+        handle.seek(0)
+        found = zipfile.is_zipfile(handle)
+        handle.seek(0)
+    except Exception:  # noqa: BLE001 - a source that cannot seek that far (a git blob): not a zip here
+        return False
+    return found
+
+
+def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> PickleScan:
+    """Scan an open, seekable file named `rel` (this module's doc)."""
+    budget = budget or Budget()
+    scan = PickleScan(rel, "not-pickle", deadline=budget.deadline)
+    scanner = _Scanner(scan, budget)
+    try:
+        scanner.file(handle, os.path.basename(rel), None, 0)
+    except (OSError, ContainerError, Unreadable) as err:
+        scan.problems.append(f"{rel}: reading it failed part way ({err})")
+    except Exception as err:  # noqa: BLE001 - malformed data this reader missed: incomplete, said so
+        scan.problems.append(f"{rel}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
+    # What a nested loader unpickles on load is scanned as a file of its own (bounded count).
+    index = 0
+    while index < len(scan.nested):
+        where, blob = scan.nested[index]
+        scanner.file(io.BytesIO(blob), "nested.pt", where, 1)
+        index += 1
+    return scan
+
+
+def embedded_imports(scan: PickleScan, depth: int = 0) -> list[tuple[str, list[Import]]]:
+    """The unsafe imports of each pickle the file stores as data (not run by loading it), and
+    of the pickles those store in turn (a multistage payload), a few levels deep."""
+    found = []
+    for where, blob in scan.embedded:
+        inner = PickleScan(scan.file, "pickle")
+        picklemachine.scan_streams(io.BytesIO(blob), where, inner)
+        unsafe = [i for i in inner.imports if i.verdict in ("dangerous", "unlisted", "nested")]
+        if unsafe:
+            found.append((where, unsafe))
+        if inner.embedded and depth < MAX_DEPTH:
+            found.extend((f"{where}, inside a pickle stored there", imports)
+                         for _, imports in embedded_imports(inner, depth + 1))
+    return found
+
+
+def scan_file(path: str | os.PathLike[str], budget: Budget | None = None) -> PickleScan:
+    """Scan the file at `path` (a regular file on this disk)."""
+    import stat
+
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        return PickleScan(os.fspath(path), "not-pickle", problems=["is not a regular file"])
+    with open(path, "rb") as handle:
+        return scan_handle(handle, os.path.basename(path), budget)

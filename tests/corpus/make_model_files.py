@@ -1,0 +1,540 @@
+"""Build the model-file security corpus: malicious and benign samples, one repository each.
+
+Every sample re-creates, with our own code, a technique from the test suites that the
+model-file scanners publish (picklescan, modelaudit, modelscan, fickling) or a published
+bypass; its provenance names the peer file or advisory it reproduces. No peer file is
+copied: the payloads here run `touch <sentinel>`-free harmless commands, and none is ever
+loaded by the tests (they only scan).
+
+    python tests/corpus/make_model_files.py OUT      # writes OUT/<sample>/<file> and OUT/MANIFEST.json
+
+`label` is what loading the file would do: "malicious" (runs code, or reaches outside the
+repository, on load), "embedded" (holds a payload as data that loading does not run; the
+peers call these malicious) and "benign". `expect` is the hfdoctor finding the sample must
+get: a rule and its lowest severity ("error" / "warning"), or None for benign samples.
+"""
+
+from __future__ import annotations
+
+import base64
+import bz2
+import gzip
+import io
+import json
+import lzma
+import pickle
+import struct
+import sys
+import tarfile
+import types
+import zipfile
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PICKLESCAN = "mmaitre314/picklescan@f15d54d"
+MODELAUDIT = "promptfoo/modelaudit@5ddfcdc3"
+MODELSCAN = "protectai/modelscan"
+FICKLING = "trailofbits/fickling"
+COMMAND = "echo corpus"
+
+
+@dataclass
+class Sample:
+    name: str
+    file: str
+    data: bytes
+    label: str  # malicious | embedded | benign
+    expect: tuple[str, str] | None  # (rule, severity) hfdoctor must report, None: nothing at warning or above
+    technique: str
+    provenance: str
+
+
+# --- pickle building blocks ------------------------------------------------------------------------
+
+
+def short(text: str) -> bytes:
+    raw = text.encode()
+    return b"\x8c" + bytes([len(raw)]) + raw  # SHORT_BINUNICODE
+
+
+def call(module: str, name: str, *args: str, protocol: int = 4) -> bytes:
+    """module.name(*args): STACK_GLOBAL (protocol 4) or GLOBAL (protocol 2), then REDUCE."""
+    if protocol >= 4:
+        head = b"\x80\x04" + short(module) + short(name) + b"\x93"
+    else:
+        head = b"\x80\x02c" + f"{module}\n{name}\n".encode()
+    return head + b"(" + b"".join(short(a) for a in args) + b"tR."
+
+
+def reduce_pickle(fn, args, protocol: int) -> bytes:
+    """What pickle.dumps writes for an object whose __reduce__ returns (fn, args)."""
+    class Payload:
+        def __reduce__(self):
+            return fn, args
+
+    return pickle.dumps(Payload(), protocol=protocol)
+
+
+class FakeClasses:
+    """Classes pickle writes as `module.qualname`, without those libraries installed: their
+    modules exist only inside this context (the bytes are what the real classes give; the
+    recorded imports in upstream_templates/pickle_classes.json say where they were seen).
+    Leaving the context removes every module it added, so nothing leaks into the process."""
+
+    def __enter__(self) -> "FakeClasses":
+        self.added: list[str] = []
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in reversed(self.added):
+            sys.modules.pop(name, None)
+
+    def instance(self, module: str, qualname: str, **state) -> object:
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            if name not in sys.modules:
+                sys.modules[name] = types.ModuleType(name)
+                self.added.append(name)
+        cls = getattr(sys.modules[module], qualname, None)
+        if cls is None:
+            cls = type(qualname, (), {"__module__": module, "__qualname__": qualname})
+            setattr(sys.modules[module], qualname, cls)
+        obj = cls.__new__(cls)
+        obj.__dict__.update(state)
+        return obj
+
+
+def torch_zip(pickle_bytes: bytes, prefix: str = "archive", tamper=None) -> bytes:
+    """A torch.save-like zip: {prefix}/data.pkl, a version record, one tensor data member."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(f"{prefix}/data.pkl", pickle_bytes)
+        archive.writestr(f"{prefix}/version", "3\n")
+        archive.writestr(f"{prefix}/data/0", bytes(16))
+    data = bytearray(buffer.getvalue())
+    return bytes(tamper(data)) if tamper else bytes(data)
+
+
+def _set_flag(bit: int):
+    def tamper(data: bytearray) -> bytearray:
+        data[6] |= bit  # the first local header's general-purpose flags
+        at = data.find(b"PK\x01\x02")
+        data[at + 8] |= bit  # and the central directory's
+        return data
+    return tamper
+
+
+def _rename_central(data: bytearray) -> bytearray:
+    at = data.find(b"PK\x01\x02")
+    name = data.find(b"data.pkl", at)
+    data[name:name + 8] = b"datq.pkl"  # the central directory names another member than the local header
+    return data
+
+
+def _break_crc(data: bytearray) -> bytearray:
+    data[14] ^= 0xFF  # local header CRC
+    at = data.find(b"PK\x01\x02")
+    data[at + 16] ^= 0xFF
+    return data
+
+
+def legacy_torch(main: bytes, extra_streams: list[bytes] = ()) -> bytes:
+    """torch's legacy format: magic number, protocol version, sys info, the object, storage keys."""
+    magic = pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2)
+    return magic + pickle.dumps(1001, protocol=2) + pickle.dumps({"little_endian": True}, protocol=2) + main + \
+        pickle.dumps([], protocol=2) + b"".join(extra_streams)
+
+
+def tar_of(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def zip_of(members: dict[str, bytes], method=zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def seven_zip_stored(name: str, payload: bytes) -> bytes:
+    """A 7z archive of one file, stored (copy coder), with a plain header: the layout 7-Zip
+    writes with -mx0 (7zFormat.txt)."""
+    def number(n: int) -> bytes:
+        return bytes([n]) if n < 0x80 else b"\x80" + bytes([n & 0xFF]) if n < 0x4000 else \
+            b"\xc0" + struct.pack("<H", n & 0xFFFF) if n < 0x200000 else b"\xff" + struct.pack("<Q", n)
+
+    names = (name + "\0").encode("utf-16-le")
+    header = (b"\x01\x04" + b"\x06" + number(0) + number(1) + b"\x09" + number(len(payload)) + b"\x00"
+              + b"\x07\x0b" + number(1) + b"\x00" + b"\x01" + b"\x01\x00" + b"\x0c" + number(len(payload)) + b"\x00"
+              + b"\x08\x00" + b"\x00"
+              + b"\x05" + number(1) + b"\x11" + number(len(names) + 1) + b"\x00" + names + b"\x00" + b"\x00")
+    start = struct.pack("<QQI", len(payload), len(header), zlib.crc32(header))
+    return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + payload + header
+
+
+def npy(header: dict, body: bytes) -> bytes:
+    text = repr(header).encode("latin-1")
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + body
+
+
+# --- protobuf, for ONNX and SavedModel ---------------------------------------------------------------
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(number: int, payload: bytes | int) -> bytes:
+    if isinstance(payload, int):
+        return varint(number << 3) + varint(payload)
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def onnx_model(location: str | None) -> bytes:
+    """ModelProto{ir_version, graph{node, initializer: TensorProto{dims, data_type, name, external_data | raw_data}}}."""
+    tensor = field(1, 4) + field(2, 1) + field(8, b"weight")
+    if location is None:
+        tensor += field(9, bytes(16))
+    else:
+        tensor += field(13, field(1, b"location") + field(2, location.encode())) + field(14, 1)
+    node = field(1, b"weight") + field(2, b"out") + field(4, b"Identity")
+    graph = field(1, node) + field(2, b"g") + field(5, tensor)
+    return field(1, 8) + field(7, graph)
+
+
+def saved_model(op: str) -> bytes:
+    """SavedModel{meta_graphs: MetaGraphDef{graph_def: GraphDef{node: NodeDef{name, op}}}}."""
+    node = field(1, b"bad") + field(2, op.encode())
+    return field(1, 1) + field(2, field(2, field(1, node)))
+
+
+def keras_config(layers: list[dict]) -> dict:
+    return {"class_name": "Sequential", "config": {"name": "sequential", "layers": layers}}
+
+
+LAMBDA_LAYER = {"class_name": "Lambda", "config": {"name": "evil", "function": [
+    base64.b64encode(b"\xe3" + bytes(64)).decode(), None, None], "function_type": "lambda"}}
+DENSE_LAYER = {"module": "keras.layers", "class_name": "Dense", "config": {"name": "dense", "units": 2}}
+
+
+def keras_zip(config: dict) -> bytes:
+    return zip_of({"config.json": json.dumps(config).encode(), "metadata.json": b'{"keras_version": "3.8.0"}',
+                   "model.weights.h5": b"\x89HDF\r\n\x1a\n" + bytes(64)})
+
+
+def keras_h5(config: dict) -> bytes:
+    """An HDF5 file as h5py writes Keras's model: the `model_config` attribute holds the JSON."""
+    return b"\x89HDF\r\n\x1a\n" + bytes(88) + b"model_config\x00" + json.dumps(config).encode() + b"\x00" + bytes(64)
+
+
+# --- the samples --------------------------------------------------------------------------------------
+
+
+DANGEROUS_CALLS = [  # (module, name, provenance) each a GLOBAL + REDUCE payload
+    ("builtins", "eval", f"{PICKLESCAN} tests/data/malicious1_v4.pkl"),
+    ("builtins", "exec", f"{PICKLESCAN} tests/data/malicious10.pkl"),
+    ("posix", "system", f"{PICKLESCAN} tests/data/malicious2_v4.pkl"),
+    ("nt", "system", f"{MODELAUDIT} tests/assets/pickles/nt_alias_attack.pkl"),
+    ("subprocess", "run", f"{PICKLESCAN} tests/data/malicious8.pkl"),
+    ("subprocess", "Popen", f"{MODELAUDIT} tests/assets/exploits/exploit7_nested_collections.pkl"),
+    ("socket", "create_connection", f"{PICKLESCAN} tests/data/malicious7.pkl"),
+    ("requests.api", "get", f"{PICKLESCAN} tests/data/malicious6.pkl"),
+    ("aiohttp.client", "ClientSession", f"{PICKLESCAN} tests/data/malicious5.pickle"),
+    ("urllib.request", "urlopen", f"{PICKLESCAN} tests/data2/urllib_request_urlopen.pkl"),
+    ("runpy", "_run_code", f"{PICKLESCAN} tests/data/malicious14.pkl"),
+    ("pip", "main", f"{PICKLESCAN} tests/data/malicious16.pkl"),
+    ("torch._inductor.codecache", "compile_file", f"{PICKLESCAN} tests/data/malicious17.pkl"),
+    ("pydoc", "pipepager", f"{PICKLESCAN} tests/data/malicious18.pkl"),
+    ("venv", "create", f"{PICKLESCAN} tests/data/malicious20.pkl"),
+    ("timeit", "timeit", f"{PICKLESCAN} tests/data2/malicious21.pkl"),
+    ("numpy.testing._private.utils", "runstring", f"{PICKLESCAN} tests/data2/malicious22.pkl"),
+    ("cProfile", "run", f"{PICKLESCAN} tests/data2/GHSA-49gj-c84q-6qm9.pkl"),
+    ("pty", "spawn", f"{PICKLESCAN} tests/data2/GHSA-vqmv-47xg-9wpr.pkl"),
+    ("ctypes", "CDLL", f"{PICKLESCAN} tests/data2/GHSA-4675-36f9-wf6r.pkl"),
+    ("pkgutil", "resolve_name", f"{PICKLESCAN} tests/data2/GHSA-vvpj-8cmc-gx39.pkl"),
+    ("ensurepip", "_run_pip", f"{PICKLESCAN} tests/data2/GHSA-xp4f-hrf8-rxw7.pkl"),
+    ("uuid", "_get_command_stdout", f"{PICKLESCAN} tests/data2/GHSA-g38g-8gr9-h9xp-uuid.pkl"),
+    ("_aix_support", "_read_cmd_output", f"{PICKLESCAN} tests/data2/GHSA-g38g-8gr9-h9xp-aix-support.pkl"),
+    ("imaplib", "IMAP4_stream", f"{PICKLESCAN} tests/data2/GHSA-g38g-8gr9-h9xp-imaplib.pkl"),
+    ("doctest", "debug_script", f"{PICKLESCAN} tests/data2/GHSA-fqq6-7vqf-w3fg.pkl"),
+    ("torch.utils.collect_env", "run", f"{PICKLESCAN} tests/data2/GHSA-f745-w6jp-hpxx.pkl"),
+    ("numpy.f2py.crackfortran", "getlincoef", f"{PICKLESCAN} tests/data2/GHSA-r8g5-cgf2-4m4m.pkl"),
+    ("_io", "FileIO", f"{PICKLESCAN} tests/data2/io_FileIO.pkl"),
+    ("logging", "FileHandler", f"{PICKLESCAN} tests/data2/logging_FileHandler.pkl"),
+    ("types", "CodeType", f"{PICKLESCAN} tests/data2/types_CodeType.pkl"),
+    ("ssl", "get_server_certificate", f"{PICKLESCAN} tests/data2/dns_exfiltration.npy"),
+    ("pandas", "read_csv", "modelscan issue: exfiltration through pandas.read_csv"),
+    ("mlflow.pyfunc", "load_model", "published bypass: a library loader fetches and runs a model"),
+    ("webbrowser", "open", f"{MODELAUDIT} tests/detectors/test_network_comm_detector.py"),
+    ("shutil", "rmtree", f"{MODELAUDIT} tests/scanners/test_pickle_scanner.py"),
+    ("builtins", "__import__", f"{PICKLESCAN} tests/data2/GHSA-46h3-79wf-xr6c.pkl"),
+    ("operator", "attrgetter", f"{PICKLESCAN} tests/data/malicious12.pkl"),
+    ("pickle", "loads", f"{PICKLESCAN} tests/data/malicious13a.pkl"),
+    ("_pickle", "loads", f"{PICKLESCAN} tests/data/malicious13b.pkl"),
+    ("torch.serialization", "load", f"{PICKLESCAN} tests/data/malicious19.pkl"),
+    ("sys", "exit", f"{PICKLESCAN} tests/data/malicious9.pkl"),
+]
+
+
+def malicious_pickles() -> list[Sample]:
+    found = []
+    for module, name, source in DANGEROUS_CALLS:
+        found.append(Sample(f"call-{module}.{name}", "model.pkl", call(module, name, COMMAND), "malicious",
+                            ("unsafe-pickle", "error"), f"{module}.{name} called on load", source))
+    for proto in (0, 2, 3, 4, 5):
+        found.append(Sample(f"eval-protocol-{proto}", "model.pkl", reduce_pickle(eval, ("1+1",), proto), "malicious",
+                            ("unsafe-pickle", "error"), f"eval via __reduce__, protocol {proto}",
+                            f"{PICKLESCAN} tests/data/malicious1_v0.pkl .. _v4.pkl"))
+    memo = (b"\x80\x04" + short("os") + b"\x94" + b"0" + b"h\x00" + b"\x94" + b"0" + b"h\x01" + short("system")
+            + b"\x93" + short(COMMAND) + b"\x85R.")
+    found.append(Sample("memo-laundered-stack-global", "model.ckpt", memo, "malicious", ("unsafe-pickle", "error"),
+                        "STACK_GLOBAL operands passed through the memo", f"{MODELAUDIT} tests/assets/pickles/memo_attack.pkl"))
+    confusion = (b"\x80\x04cos\nsystem\nV" + COMMAND.encode() + b"\n\x85R0J*\x00\x00\x00\x94" + short("os")
+                 + b"\x94h\x00h\x01\x93KB.")
+    found.append(Sample("memo-type-confusion", "model.pkl", confusion, "malicious", ("unsafe-pickle", "error"),
+                        "payload first, then memo indices that confuse look-back scanners",
+                        f"{PICKLESCAN} tests/data2/type-confusion-exploit.pkl"))
+    proto0 = b"Vos\np2\n0Vsystem\np3\n0g2\ng3\n\x93(V" + COMMAND.encode() + b"\ntR."
+    found.append(Sample("protocol-0-memo", "model.pkl", proto0, "malicious", ("unsafe-pickle", "error"),
+                        "protocol 0 text opcodes with PUT/GET", f"{PICKLESCAN} tests/data/malicious-invalid-bytes.pkl"))
+    attribute_path = b"\x80\x04" + short("numpy") + short("lib._datasource.os.system") + b"\x93" + short(COMMAND) + b"\x85R."
+    found.append(Sample("attribute-path", "model.pkl", attribute_path, "malicious", ("unsafe-pickle", "error"),
+                        "pickle walks attributes from a harmless module to os.system", "modelscan issue #89"))
+    second = pickle.dumps({"model": "safe_weights"}, protocol=5) + call("builtins", "eval", "1")
+    found.append(Sample("second-stream", "model.pkl", second, "malicious", ("unsafe-pickle", "error"),
+                        "a benign first pickle, the payload in the next stream",
+                        f"{MODELAUDIT} tests/assets/pickles/multiple_stream_attack.pkl"))
+    found.append(Sample("legacy-torch-magic", "pytorch_model.bin",
+                        reduce_pickle(eval, ("1",), 2) + legacy_torch(pickle.dumps({}, protocol=2))[33:],
+                        "malicious", ("unsafe-pickle", "error"), "payload in the legacy format's magic-number pickle",
+                        f"{PICKLESCAN} tests/data/pytorch_magic_bypass.pt"))
+    found.append(Sample("legacy-torch-later-stream", "pytorch_model.bin",
+                        legacy_torch(pickle.dumps({"w": 1}, protocol=2), [call("posix", "system", COMMAND, protocol=2)]),
+                        "malicious", ("unsafe-pickle", "error"), "payload in a stream after the storage keys",
+                        "issue 20: a second pickle stream in the legacy format"))
+    framed = (b"\x80\x04\x95" + struct.pack("<Q", 10) + short("builtins") + b"\x95" + struct.pack("<Q", 20)
+              + short("eval") + b"\x93" + short("1+1") + b"\x85R.")
+    found.append(Sample("frame-split", "model.pkl", framed, "malicious", ("unsafe-pickle", "error"),
+                        "the payload split across a pickle FRAME boundary", "issue 20: a payload split across a frame"))
+    found.append(Sample("dill-function", "model.dill",
+                        b"\x80\x04" + short("dill._dill") + short("_create_function") + b"\x93" + short("code") + b"\x85R.",
+                        "malicious", ("unsafe-pickle", "error"), "dill rebuilds a function from bytecode",
+                        f"{MODELAUDIT} tests/assets/samples/pickles/dill_func.pkl"))
+    found.append(Sample("cloudpickle-function", "model.pkl",
+                        b"\x80\x04" + short("cloudpickle.cloudpickle") + short("_make_function") + b"\x93" + short("c")
+                        + b"\x85R.", "malicious", ("unsafe-pickle", "error"), "cloudpickle rebuilds a function",
+                        f"{PICKLESCAN} tests/data2/cloudpickle_codeinjection.pkl"))
+    return found
+
+
+def container_samples() -> list[Sample]:
+    payload = reduce_pickle(eval, ("1+1",), 4)
+    found = [
+        Sample("torch-zip", "pytorch_model.bin", torch_zip(payload), "malicious", ("unsafe-pickle", "error"),
+               "torch zip whose data.pkl calls eval", f"{MODELSCAN} tests/data/unsafe_zip_pytorch.pt"),
+        Sample("zip-encrypted-flag", "model.pt", torch_zip(payload, tamper=_set_flag(0x01)), "malicious",
+               ("unsafe-pickle", "error"), "the encryption flag over plain data (torch ignores it)",
+               f"{PICKLESCAN} tests/data/malicious1_0x1.zip"),
+        Sample("zip-patched-flag", "model.pt", torch_zip(payload, tamper=_set_flag(0x20)), "malicious",
+               ("unsafe-pickle", "error"), "flag bit 5 (compressed patched data)", f"{PICKLESCAN} tests/data/malicious1_0x20.zip"),
+        Sample("zip-strong-encryption-flag", "model.pt", torch_zip(payload, tamper=_set_flag(0x40)), "malicious",
+               ("unsafe-pickle", "error"), "flag bit 6 (strong encryption)", f"{PICKLESCAN} tests/data/malicious1_0x40.zip"),
+        Sample("zip-name-mismatch", "model.pt", torch_zip(payload, tamper=_rename_central), "malicious",
+               ("unsafe-pickle", "error"), "central directory and local header name different members",
+               f"{PICKLESCAN} tests/data/malicious1_central_directory.zip"),
+        Sample("zip-bad-crc", "model.pt", torch_zip(payload, tamper=_break_crc), "malicious", ("unsafe-pickle", "error"),
+               "a wrong CRC (torch does not check it)", f"{PICKLESCAN} tests/data2/malicious1_crc.zip"),
+        Sample("zip-wrong-extension", "model.zip", zip_of({"data.txt": payload}), "malicious", ("unsafe-pickle", "error"),
+               "a pickle member named .txt", f"{PICKLESCAN} tests/data/malicious1_wrong_ext.zip"),
+        Sample("pickle-before-zip", "model.pt", payload + torch_zip(pickle.dumps({"w": 1}, protocol=2)), "malicious",
+               ("unsafe-pickle", "error"), "a pickle in front of a torch zip (torch.load unpickles the front)",
+               "issue 20: a pickle placed in front of a torch zip"),
+        Sample("seven-zip", "model.7z", seven_zip_stored("data.pkl", payload), "malicious", ("unsafe-pickle", "error"),
+               "a pickle inside a 7z archive", f"{PICKLESCAN} tests/data/malicious1.7z"),
+        Sample("tar", "model.tar", tar_of({"data.pkl": payload}), "malicious", ("unsafe-pickle", "error"),
+               "a pickle inside a tar archive", f"{MODELAUDIT} tests/scanners/test_tar_scanner.py"),
+        Sample("pth-tar-legacy", "model.pth.tar",
+               tar_of({"sys_info": pickle.dumps({}, protocol=2), "pickle": call("posix", "system", COMMAND, protocol=2),
+                       "storages": pickle.dumps([], protocol=2), "tensors": pickle.dumps([], protocol=2)}),
+               "malicious", ("unsafe-pickle", "error"), "torch's legacy tar format (every member is unpickled)",
+               "issue 20: the legacy torch tar format"),
+        Sample("gzip", "model.pkl.gz", gzip.compress(payload), "malicious", ("unsafe-pickle", "error"),
+               "a gzip-compressed pickle", f"{MODELAUDIT} tests/scanners/test_compressed_scanner.py"),
+        Sample("bz2", "model.pt.bz2", bz2.compress(payload), "malicious", ("unsafe-pickle", "error"),
+               "a bz2-compressed pickle", f"{MODELAUDIT} tests/scanners/test_compressed_scanner.py"),
+        Sample("xz", "model.pkl.xz", lzma.compress(payload), "malicious", ("unsafe-pickle", "error"),
+               "an xz-compressed pickle", f"{MODELAUDIT} tests/scanners/test_compressed_scanner.py"),
+        Sample("joblib-zlib", "model.joblib", zlib.compress(payload), "malicious", ("unsafe-pickle", "error"),
+               "joblib's zlib compression", f"{MODELAUDIT} tests/scanners/test_joblib_scanner.py"),
+        Sample("joblib-lzma", "model.joblib", lzma.compress(payload, format=lzma.FORMAT_ALONE), "malicious",
+               ("unsafe-pickle", "error"), "joblib's lzma compression", f"{MODELAUDIT} tests/scanners/test_joblib_scanner.py"),
+        Sample("zip-in-zip", "model.zip", zip_of({"inner.zip": zip_of({"weights.pkl": payload})}), "malicious",
+               ("unsafe-pickle", "error"), "an archive inside an archive", f"{MODELAUDIT} tests/scanners/test_zip_scanner.py"),
+        Sample("npy-object", "array.npy", npy({"descr": "|O", "fortran_order": False, "shape": (1,)},
+                                              call("ssl", "get_server_certificate", "x", protocol=2)),
+               "malicious", ("unsafe-pickle", "error"), "an object .npy whose pickle exfiltrates",
+               f"{PICKLESCAN} tests/data2/dns_exfiltration.npy"),
+        Sample("npz-object", "arrays.npz", zip_of({"a.npy": npy({"descr": "|O", "fortran_order": False, "shape": (1,)},
+                                                               payload)}),
+               "malicious", ("unsafe-pickle", "error"), "an object array inside .npz", f"{PICKLESCAN} tests/data2/object_arrays.npz"),
+        Sample("load-from-bytes", "pytorch_model.bin",
+               _load_from_bytes(torch_zip(payload)), "malicious", ("unsafe-pickle", "error"),
+               "torch.storage._load_from_bytes of a payload torch file", "issue 20: _load_from_bytes is torch.load"),
+        Sample("zip-path-traversal", "model.zip", zip_of({"../../../etc/evil.txt": b"x", "data.pkl": payload}),
+               "malicious", ("unsafe-pickle", "error"), "a member named ../ (and a payload)",
+               f"{MODELAUDIT} tests/assets/samples/archives/path_traversal.zip"),
+    ]
+    return found
+
+
+def _load_from_bytes(inner: bytes) -> bytes:
+    """torch.storage._load_from_bytes(b'<a torch file>'), as a storage's __reduce__ writes it."""
+    return (b"\x80\x02ctorch.storage\n_load_from_bytes\nq\x00B" + struct.pack("<I", len(inner)) + inner
+            + b"q\x01\x85q\x02Rq\x03.")
+
+
+def format_samples() -> list[Sample]:
+    return [
+        Sample("keras-lambda", "model.keras", keras_zip(keras_config([DENSE_LAYER, LAMBDA_LAYER])), "malicious",
+               ("unsafe-model-file", "error"), "a Lambda layer in a .keras archive",
+               f"{MODELAUDIT} tests/scanners/test_keras_zip_scanner.py"),
+        Sample("keras-h5-lambda", "model.h5", keras_h5(keras_config([LAMBDA_LAYER])), "malicious",
+               ("unsafe-model-file", "error"), "a Lambda layer in an HDF5 Keras model",
+               f"{MODELAUDIT} tests/assets/samples/keras/malicious_lambda.h5"),
+        Sample("keras-module-reference", "model.keras", keras_zip(keras_config([
+            {"module": "builtins", "class_name": "function", "config": "exec", "registered_name": "exec"}])),
+               "malicious", ("unsafe-model-file", "error"), "a config object from module builtins",
+               "CVE-2025-1550 (Keras safe_mode bypass through module references)"),
+        Sample("onnx-external-traversal", "model.onnx", onnx_model("../../../../etc/passwd"), "malicious",
+               ("unsafe-model-file", "error"), "external tensor data outside the model's directory",
+               f"{MODELAUDIT} tests/scanners/test_onnx_scanner.py"),
+        Sample("onnx-external-absolute", "model.onnx", onnx_model("/etc/shadow"), "malicious",
+               ("unsafe-model-file", "error"), "external tensor data at an absolute path",
+               f"{MODELAUDIT} tests/scanners/test_onnx_scanner.py"),
+        Sample("savedmodel-pyfunc", "saved_model.pb", saved_model("PyFunc"), "malicious", ("unsafe-model-file", "error"),
+               "a PyFunc op", f"{MODELAUDIT} tests/assets/samples/tensorflow/malicious_pyfunc/saved_model.pb"),
+        Sample("savedmodel-eagerpyfunc", "saved_model.pb", saved_model("EagerPyFunc"), "malicious",
+               ("unsafe-model-file", "error"), "an EagerPyFunc op", f"{MODELAUDIT} tests/scanners/test_tf_savedmodel_scanner.py"),
+    ]
+
+
+def embedded_samples() -> list[Sample]:
+    inner = reduce_pickle(print, ("x",), 4)
+    stage1 = pickle.dumps({"stage2": inner}, protocol=4)
+    return [
+        Sample("embedded-raw", "model.pkl", pickle.dumps({"weights": [1, 2], "hidden": inner}, protocol=4), "embedded",
+               ("unsafe-pickle", "warning"), "a payload pickle stored as bytes",
+               f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_raw.pkl"),
+        Sample("embedded-base64", "model.pkl",
+               pickle.dumps({"encoded": base64.b64encode(inner).decode()}, protocol=4), "embedded",
+               ("unsafe-pickle", "warning"), "a payload pickle stored base64-encoded",
+               f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_base64.pkl"),
+        Sample("embedded-hex", "model.pkl", pickle.dumps({"encoded": inner.hex()}, protocol=4), "embedded",
+               ("unsafe-pickle", "warning"), "a payload pickle stored hex-encoded",
+               f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_hex.pkl"),
+        Sample("embedded-multistage", "model.pkl", pickle.dumps({"stage1": stage1}, protocol=4), "embedded",
+               ("unsafe-pickle", "warning"), "a pickle holding a pickle holding the payload",
+               f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_multistage.pkl"),
+    ]
+
+
+def benign_samples() -> list[Sample]:
+    import numpy as np
+
+    state = {"layer.weight": [0.1, 0.2], "step": 3}
+    fakes = FakeClasses()
+    with fakes:
+        training_args = pickle.dumps(fakes.instance(
+            "transformers.training_args", "TrainingArguments", output_dir="out", learning_rate=1e-5,
+            distributed_state=fakes.instance("accelerate.state", "PartialState", _cpu=True)), protocol=2)
+        estimator = pickle.dumps(fakes.instance("sklearn.linear_model._logistic", "LogisticRegression", C=1.0,
+                                                coef_=np.zeros((1, 3)), _sklearn_version="1.9.1"), protocol=4)
+        forest = pickle.dumps(fakes.instance("sklearn.ensemble._forest", "RandomForestClassifier", n_estimators=2,
+                                             estimators_=[fakes.instance("sklearn.tree._classes",
+                                                                         "DecisionTreeClassifier", max_depth=3)]),
+                              protocol=4)
+        pipeline = pickle.dumps(fakes.instance("sklearn.pipeline", "Pipeline", steps=[(
+            "s", fakes.instance("sklearn.preprocessing._data", "StandardScaler", mean_=np.ones(3)))]), protocol=4)
+    found = [Sample(f"plain-dict-protocol-{p}", "state.pkl", pickle.dumps(state, protocol=p), "benign", None,
+                    "a dict of numbers", f"{PICKLESCAN} tests/data/benign0_v{p}.pkl") for p in (0, 2, 3, 4)]
+    found += [
+        Sample("numpy-array-pickle", "arrays.pkl", pickle.dumps({"a": np.arange(6).reshape(2, 3)}, protocol=4),
+               "benign", None, "numpy arrays pickled", f"{MODELAUDIT} tests/assets/samples/pickles/safe_data.pkl"),
+        Sample("numeric-npy", "array.npy", npy({"descr": "<i8", "fortran_order": False, "shape": (3,)}, bytes(24)),
+               "benign", None, "a numeric .npy", f"{PICKLESCAN} tests/data2/int_array.npy"),
+        Sample("numeric-npz", "arrays.npz", zip_of({"a.npy": npy({"descr": "<f4", "fortran_order": False, "shape": (2,)},
+                                                               bytes(8))}), "benign", None, "a numeric .npz",
+               f"{PICKLESCAN} tests/data2/int_arrays_compressed.npz"),
+        Sample("torch-zip-state", "pytorch_model.bin", torch_zip(pickle.dumps(state, protocol=2)), "benign", None,
+               "a torch zip of plain data", f"{PICKLESCAN} tests/data/new_pytorch_model.bin"),
+        Sample("legacy-torch-state", "pytorch_model.bin", legacy_torch(pickle.dumps(state, protocol=2)), "benign", None,
+               "the legacy torch format with plain data", f"{PICKLESCAN} tests/data/pytorch_model.bin"),
+        Sample("training-args", "training_args.bin", torch_zip(training_args), "benign", None,
+               "TrainingArguments with accelerate's PartialState, as Trainer saves it",
+               "issue 20 false positive: training_args.bin importing accelerate.state.PartialState"),
+        Sample("sklearn-logistic", "model.pkl", estimator, "benign", None,
+               "a scikit-learn estimator", "issue 20 false positive: plain scikit-learn estimators"),
+        Sample("sklearn-forest", "model.joblib", forest, "benign", None,
+               "a scikit-learn random forest", "issue 20 false positive: plain scikit-learn estimators"),
+        Sample("sklearn-pipeline", "pipeline.pkl", pipeline, "benign", None,
+               "a scikit-learn pipeline", "issue 20 false positive: plain scikit-learn estimators"),
+        Sample("builtins-len", "model.pkl", call("builtins", "len", "abc"), "benign", None, "builtins.len",
+               "issue 20 false positive: builtins.len"),
+        Sample("binary-field", "model.pkl", pickle.dumps({"blob": bytes(range(200))}, protocol=4), "benign", None,
+               "bytes that are not a pickle", f"{MODELAUDIT} tests/assets/samples/pickles/safe_model_with_binary.pkl"),
+        Sample("png-named-pt", "model.pt", b"\x89PNG\r\n\x1a\n" + bytes(32), "benign", None, "not a pickle at all",
+               f"{PICKLESCAN} tests/data/bad_pytorch.pt"),
+        Sample("zip-of-configs", "model.zip", zip_of({"config.json": b"{}", "README.txt": b"This is a model.\n"}),
+               "benign", None, "a zip of text files", f"{MODELAUDIT} tests/assets/samples/archives/safe_model.zip"),
+        Sample("keras-dense", "model.keras", keras_zip(keras_config([DENSE_LAYER])), "benign", None,
+               "a Keras model without Lambda layers", f"{MODELAUDIT} tests/assets/samples/keras/safe_model.h5"),
+        Sample("onnx-internal", "model.onnx", onnx_model(None), "benign", None, "ONNX with its data inside",
+               f"{MODELAUDIT} tests/scanners/test_onnx_scanner.py"),
+        Sample("onnx-external-beside", "model.onnx", onnx_model("model.onnx_data"), "benign", None,
+               "ONNX with external data beside it", f"{MODELAUDIT} tests/scanners/test_onnx_scanner.py"),
+        Sample("savedmodel-plain", "saved_model.pb", saved_model("MatMul"), "benign", None, "a SavedModel without PyFunc",
+               f"{MODELAUDIT} tests/assets/samples/tensorflow/safe_savedmodel/saved_model.pb"),
+        Sample("gzip-state", "state.pkl.gz", gzip.compress(pickle.dumps(state, protocol=4)), "benign", None,
+               "a compressed plain pickle", f"{MODELAUDIT} tests/scanners/test_compressed_scanner.py"),
+        Sample("tar-of-configs", "bundle.tar", tar_of({"config.json": b"{}"}), "benign", None, "a tar of configs",
+               f"{MODELAUDIT} tests/scanners/test_tar_scanner.py"),
+        Sample("seven-zip-state", "state.7z", seven_zip_stored("state.pkl", pickle.dumps(state, protocol=4)), "benign",
+               None, "a plain pickle in 7z", f"{MODELAUDIT} tests/assets/generators/generate_7z_test_assets.py"),
+    ]
+    return found
+
+
+def samples() -> list[Sample]:
+    return malicious_pickles() + container_samples() + format_samples() + embedded_samples() + benign_samples()
+
+
+def write(out: Path) -> list[Sample]:
+    """Each sample as a repository of its own: OUT/<name>/<file>, and OUT/MANIFEST.json."""
+    built = samples()
+    for sample in built:
+        folder = out / sample.name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / sample.file).write_bytes(sample.data)
+    manifest = [{k: v for k, v in asdict(s).items() if k != "data"} for s in built]
+    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return built
+
+
+if __name__ == "__main__":
+    written = write(Path(sys.argv[1]))
+    print(f"{len(written)} samples in {sys.argv[1]}")
