@@ -10,10 +10,10 @@ published test files from checkouts under DIR (picklescan/, modelaudit/, modelsc
 labelled by the peer's own naming (malicious*, GHSA-*, exploit*, safe*, benign*...) and
 recorded with its path; they are read in place, never copied.
 
-"Flagged" means, for hfdoctor, a security finding (unsafe-pickle, unsafe-model-file) at
-warning or error; for modelaudit, an issue of severity critical or warning; for
-picklescan, a dangerous global. The table prints, per label, how many samples each
-scanner flags, then the samples on which hfdoctor and a peer disagree.
+Two tables: "flagged" as an error (hfdoctor: a security finding of severity error;
+modelaudit: an issue of severity critical; picklescan: a dangerous global), and as a
+warning or worse (hfdoctor warning/error, modelaudit warning/critical). Then the samples on
+which hfdoctor and a peer disagree, by the first measure.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def peer_entries(peers: Path) -> list[Entry]:
     return found
 
 
-def hfdoctor_flags(entries: list[Entry], work: Path) -> dict[str, bool]:
+def hfdoctor_severities(entries: list[Entry], work: Path) -> dict[str, set[str]]:
     """Each file checked as a repository of its own: the corpus writes one folder per sample;
     a peer's file is copied into a folder of its own (read in place, it would be judged with
     its neighbours)."""
@@ -93,24 +93,27 @@ def hfdoctor_flags(entries: list[Entry], work: Path) -> dict[str, bool]:
             target.mkdir()
             (target / entry.path.name).write_bytes(entry.path.read_bytes())
         report = check_target(str(target), select=["SEC"], upstream=upstream)
-        flags[entry.name] = any(str(f.severity) in ("warning", "error") for f in report.findings)
+        flags[entry.name] = {str(f.severity) for f in report.findings}
     return flags
 
 
-def modelaudit_flags(entries: list[Entry], python: str) -> dict[str, bool] | None:
-    flags = {}
-    for entry in entries:
-        proc = subprocess.run([python, "-m", "modelaudit", "scan", str(entry.path), "--format", "json", "--no-cache"],
-                              capture_output=True, text=True, timeout=300)
-        try:
-            report = json.loads(proc.stdout)
-        except ValueError:
-            if "No module named modelaudit" in proc.stderr:
-                return None
-            flags[entry.name] = False
-            continue
-        flags[entry.name] = any(i.get("severity") in ("critical", "warning") for i in report.get("issues", []))
-    return flags
+def modelaudit_severities(entries: list[Entry], python: str) -> dict[str, set[str]] | None:
+    """Sample -> the severities of modelaudit's issues on it, from one `modelaudit scan` of
+    every file (JSON output; each issue's location starts with the file's path)."""
+    paths = {str(e.path): e.name for e in entries}
+    proc = subprocess.run([python, "-m", "modelaudit", "scan", *paths, "--format", "json", "--no-cache"],
+                          capture_output=True, text=True, timeout=3600)
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        return None  # not installed (or it failed): the table says so
+    found: dict[str, set[str]] = {name: set() for name in paths.values()}
+    for issue in report.get("issues", []):
+        location = str(issue.get("location") or (issue.get("details") or {}).get("pickle_source") or "")
+        path = max((p for p in paths if location.startswith(p)), key=len, default=None)
+        if path is not None:
+            found[paths[path]].add(str(issue.get("severity")))
+    return found
 
 
 def picklescan_flags(entries: list[Entry], python: str) -> dict[str, bool] | None:
@@ -128,9 +131,9 @@ def picklescan_flags(entries: list[Entry], python: str) -> dict[str, bool] | Non
     return {e.name: by_path[str(e.path)] for e in entries}
 
 
-def table(entries: list[Entry], results: dict[str, dict[str, bool] | None]) -> None:
+def table(entries: list[Entry], results: dict[str, dict[str, bool] | None], title: str) -> None:
     labels = ["malicious", "embedded", "benign"]
-    print(f"{'scanner':12}" + "".join(f"{label + ' flagged':>22}" for label in labels))
+    print(f"\n{title}\n{'scanner':12}" + "".join(f"{label + ' flagged':>22}" for label in labels))
     for scanner, flags in results.items():
         if flags is None:
             print(f"{scanner:12}  (not installed: pass --peer-python)")
@@ -141,16 +144,18 @@ def table(entries: list[Entry], results: dict[str, dict[str, bool] | None]) -> N
             hit = sum(flags.get(e.name, False) for e in group)
             cells.append(f"{hit}/{len(group)}" + (f" ({100 * hit / len(group):.0f}%)" if group else ""))
         print(f"{scanner:12}" + "".join(f"{c:>22}" for c in cells))
+
+
+def differences(entries: list[Entry], results: dict[str, dict[str, bool] | None]) -> None:
     ours = results["hfdoctor"]
     for scanner, flags in results.items():
         if scanner == "hfdoctor" or flags is None:
             continue
         differ = [e for e in entries if flags.get(e.name) != ours.get(e.name)]
-        if differ:
-            print(f"\nhfdoctor and {scanner} disagree on {len(differ)}:")
-            for e in differ:
-                print(f"  {e.label:9} hfdoctor={'flag' if ours[e.name] else '-':4} {scanner}="
-                      f"{'flag' if flags[e.name] else '-':4} {e.name}  ({e.provenance})")
+        print(f"\nhfdoctor and {scanner} disagree on {len(differ)}:")
+        for e in differ:
+            print(f"  {e.label:9} hfdoctor={'flag' if ours[e.name] else '-':4} {scanner}="
+                  f"{'flag' if flags[e.name] else '-':4} {e.name}  ({e.provenance})")
     missed = [e for e in entries if e.label != "benign" and not ours[e.name]]
     noisy = [e for e in entries if e.label == "benign" and ours[e.name]]
     print(f"\nhfdoctor misses {len(missed)}: " + ", ".join(e.name for e in missed))
@@ -168,13 +173,23 @@ def main() -> None:
         if args.peers:
             entries += peer_entries(args.peers)
         (work / "checks").mkdir()
-        results = {"hfdoctor": hfdoctor_flags(entries, work / "checks"),
-                   "modelaudit": modelaudit_flags(entries, args.peer_python),
-                   "picklescan": picklescan_flags(entries, args.peer_python)}
+        ours = hfdoctor_severities(entries, work / "checks")
+        theirs = modelaudit_severities(entries, args.peer_python)
+        picklescan = picklescan_flags(entries, args.peer_python)
         print(f"{len(entries)} samples ({sum(e.label == 'malicious' for e in entries)} malicious, "
               f"{sum(e.label == 'embedded' for e in entries)} payloads stored as data, "
-              f"{sum(e.label == 'benign' for e in entries)} benign)\n")
-        table(entries, results)
+              f"{sum(e.label == 'benign' for e in entries)} benign)")
+
+        def flags(severities, loud):
+            return None if severities is None else {k: bool(v & loud) for k, v in severities.items()}
+
+        strict = {"hfdoctor": flags(ours, {"error"}), "modelaudit": flags(theirs, {"critical"}),
+                  "picklescan": picklescan}
+        loose = {"hfdoctor": flags(ours, {"error", "warning"}), "modelaudit": flags(theirs, {"critical", "warning"}),
+                 "picklescan": picklescan}
+        table(entries, strict, "flagged = hfdoctor error / modelaudit critical / picklescan dangerous global")
+        table(entries, loose, "flagged = hfdoctor warning or error / modelaudit warning or critical")
+        differences(entries, strict)
 
 
 if __name__ == "__main__":

@@ -66,8 +66,13 @@ class SafePattern:
     def fullmatch(self, text: str, *args: Any) -> Any:
         return self._call("fullmatch", text, *args)
 
-    def finditer(self, text: str, *args: Any) -> Any:
-        return self._call("finditer", text, *args)
+    def finditer(self, text: str, *args: Any) -> list:
+        # A list, not RE2's lazy iterator: the encoding (and its surrogate error) happens on
+        # the first step of that iterator, outside any try around the call.
+        try:
+            return list(self._compiled.finditer(text, *args))
+        except UnicodeEncodeError:
+            return list(self._compiled.finditer(_SURROGATE.sub("\ufffd", text), *args))
 
     def findall(self, text: str, *args: Any) -> Any:
         return self._call("findall", text, *args)

@@ -148,7 +148,7 @@ def test_node_modules_are_taken_only_from_outside_the_repository(tmp_path, monke
     monkeypatch.setenv("HFDOCTOR_NODE_MODULES", str(inside))
     assert engines.node_modules(repo) is None
     monkeypatch.chdir(repo)
-    monkeypatch.setenv("HFDOCTOR_NODE_MODULES", "node_modules")  # relative: refused too
+    monkeypatch.setenv("HFDOCTOR_NODE_MODULES", "node_modules")  # relative (the working directory's): refused
     assert engines.node_modules(None) is None
     installed = ROOT / ".node" / "node_modules"
     if (installed / "@huggingface" / "jinja").is_dir():

@@ -156,19 +156,35 @@ def _collect(engine: str, consumers: tuple[str, ...], messages: list, failure: s
 
 def node_modules(forbidden: Path | None = None) -> Path | None:
     """Where the user installed @huggingface/jinja: HFDOCTOR_NODE_MODULES (an absolute path),
-    else ~/.cache/hfdoctor/node_modules; never inside `forbidden` (the checked repository) or
-    the working directory."""
+    else ~/.cache/hfdoctor/node_modules; never inside `forbidden` (the checked repository)."""
     candidates = [os.environ.get("HFDOCTOR_NODE_MODULES"), str(Path.home() / ".cache" / "hfdoctor" / "node_modules")]
-    refused = [Path(os.path.realpath(p)) for p in ((forbidden,) if forbidden else ()) + (os.getcwd(),)]
+    refused = Path(os.path.realpath(forbidden)) if forbidden else None
     for candidate in candidates:
         if not candidate or not os.path.isabs(candidate):
             continue
         real = Path(os.path.realpath(candidate))
-        if any(real == r or r in real.parents for r in refused):
+        if refused is not None and (real == refused or refused in real.parents):
             continue
         if (real / "@huggingface" / "jinja" / "package.json").is_file():
             return real
     return None
+
+
+def installed_versions(repo_root: Path | None) -> dict[str, str | None]:
+    """The version of each engine this machine would render with (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mini = version("minijinja")
+    except PackageNotFoundError:
+        mini = None
+    hf, modules = None, node_modules(repo_root)
+    if modules is not None and find_program("node", [repo_root] if repo_root else []) is not None:
+        try:
+            hf = json.loads((modules / "@huggingface" / "jinja" / "package.json").read_text()).get("version")
+        except (OSError, ValueError):
+            hf = None
+    return {"minijinja": mini, "@huggingface/jinja": hf}
 
 
 def run_hf_jinja(template: str, special_tokens: dict[str, str], repo_root: Path | None = None) -> EngineResult:

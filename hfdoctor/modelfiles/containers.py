@@ -204,9 +204,8 @@ def compression_of(head: bytes) -> str | None:
         return "lz4"
     if head[:2] in ZLIB_HEADS:
         return "zlib"
-    if len(head) >= 13 and head[0] == 0x5D and head[1:5] in (b"\x00\x00\x80\x00", b"\x00\x00\x00\x01",
-                                                               b"\x00\x00\x00\x04", b"\x00\x00\x10\x00"):
-        return "lzma"  # the legacy .lzma "alone" format joblib writes
+    if len(head) >= 13 and head[0] == 0x5D and (head[5:13] == b"\xff" * 8 or int.from_bytes(head[5:13], "little") < 1 << 40):
+        return "lzma"  # the legacy .lzma "alone" format (joblib's lzma): lc=3 lp=0 pb=2, a dictionary, a size
     return None
 
 

@@ -433,6 +433,39 @@ def format_samples() -> list[Sample]:
     ]
 
 
+def joblib_samples() -> list[Sample]:
+    """Real joblib files: arrays written after their NumpyArrayWrapper, object arrays as pickles."""
+    import tempfile
+
+    import joblib
+    import numpy as np
+
+    def dumped(value, **kwargs) -> bytes:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "x.joblib"
+            joblib.dump(value, path, **kwargs)
+            return path.read_bytes()
+
+    class Payload:
+        def __reduce__(self):
+            return eval, ("1+1",)
+
+    arrays = {"coef": np.arange(12, dtype=np.float32).reshape(3, 4), "ids": np.arange(5)}
+    return [
+        Sample("joblib-arrays", "model.joblib", dumped(arrays), "benign", None, "numeric arrays as joblib writes them",
+               f"{MODELAUDIT} tests/scanners/test_joblib_scanner.py (benign joblib dump)"),
+        Sample("joblib-arrays-zlib", "model.joblib", dumped(arrays, compress=3), "benign", None,
+               "compressed numeric arrays", f"{MODELAUDIT} tests/scanners/test_joblib_scanner.py"),
+        Sample("joblib-object-array", "model.joblib", dumped({"a": np.arange(3.0),
+                                                              "o": np.array([Payload()], dtype=object)}),
+               "malicious", ("unsafe-pickle", "error"), "a payload inside a joblib object array (after raw arrays)",
+               f"{MODELAUDIT} tests/scanners/test_joblib_scanner.py"),
+        Sample("joblib-lzma-payload", "model.joblib", dumped({"p": Payload()}, compress=("lzma", 3)), "malicious",
+               ("unsafe-pickle", "error"), "a payload in an lzma-compressed joblib file",
+               f"{MODELAUDIT} tests/scanners/test_compressed_scanner.py"),
+    ]
+
+
 def embedded_samples() -> list[Sample]:
     inner = reduce_pickle(print, ("x",), 4)
     stage1 = pickle.dumps({"stage2": inner}, protocol=4)
@@ -520,7 +553,8 @@ def benign_samples() -> list[Sample]:
 
 
 def samples() -> list[Sample]:
-    return malicious_pickles() + container_samples() + format_samples() + embedded_samples() + benign_samples()
+    return (malicious_pickles() + container_samples() + format_samples() + joblib_samples() + embedded_samples()
+            + benign_samples())
 
 
 def write(out: Path) -> list[Sample]:
