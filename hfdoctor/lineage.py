@@ -68,11 +68,11 @@ class Lineage:
         """Enough to act on (a fix that writes the family's files): medium or high."""
         return self.confidence in ("high", "medium")
 
-def vocab_sample(vocab: dict[str, int] | None) -> str | None:
+def vocab_sample(repo: ModelRepo) -> str | None:
     """Hash of the tokens at fixed ids: equal for equal base vocabularies."""
-    if not vocab:
+    if not repo.vocab:
         return None
-    by_id = dict(zip(vocab.values(), vocab.keys()))
+    by_id = repo.id_to_token  # built once per repository (150k entries)
     if not all(i in by_id for i in VOCAB_SAMPLE_IDS):
         return None
     return hashlib.sha256("\n".join(by_id[i] for i in VOCAB_SAMPLE_IDS).encode()).hexdigest()[:16]
@@ -109,7 +109,7 @@ def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
     tokens = known_tokens(repo)
     if not tokens:
         return None
-    group = registry.vocab_groups().get(vocab_sample(repo.vocab) or "")
+    group = registry.vocab_groups().get(vocab_sample(repo) or "")
     ids_known = repo.vocab is not None
 
     def signature_matches(fam: Family) -> bool:

@@ -13,6 +13,7 @@ Nothing here imports the rest of hfdoctor.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable
 
 
@@ -61,6 +62,55 @@ class SafeTokenizer:
 
     def token_to_id(self, token: str) -> int | None:
         return self._call("looking up a token", lambda: self._tokenizer.token_to_id(token))
+
+
+# An empty model of each kind: the splitting tokenizer keeps the repository's normalizer and
+# pre-tokenizer and nothing else.
+EMPTY_MODEL = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+               "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+               "vocab": {}, "merges": []}
+
+
+class Splitter:
+    """How a tokenizer cuts text before its model sees it: the normalizer, then the
+    pre-tokenizer. BPE, Unigram, WordPiece and WordLevel all tokenize each pre-token on
+    its own, so two texts whose pieces agree up to a boundary that ends a piece in both
+    have the same tokens up to it: settled in milliseconds, without building a 150k-token
+    vocabulary (half a second for Qwen's)."""
+
+    def __init__(self, tokenizer: Any):
+        self._tokenizer = tokenizer
+
+    def pieces(self, text: str) -> list[tuple[int, int]] | None:
+        """(start, end) of each pre-token in `text`; None when the normalizer changes the text
+        (offsets would not be the text's) or the library fails."""
+        try:
+            normalizer = self._tokenizer.normalizer
+            if normalizer is not None and normalizer.normalize_str(text) != text:
+                return None
+            pre = self._tokenizer.pre_tokenizer
+            if pre is None:
+                return [(0, len(text))]
+            return [span for _, span in pre.pre_tokenize_str(text)]
+        except BaseException as err:
+            if not _contained(err):
+                raise
+            return None
+
+
+def load_splitter(tokenizer_json: dict[str, Any]) -> Splitter | None:
+    """A Splitter for this tokenizer.json's normalizer and pre-tokenizer; None when they do not load."""
+    from tokenizers import Tokenizer
+
+    light = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+             "normalizer": tokenizer_json.get("normalizer"), "pre_tokenizer": tokenizer_json.get("pre_tokenizer"),
+             "post_processor": None, "decoder": None, "model": EMPTY_MODEL}
+    try:
+        return Splitter(Tokenizer.from_str(json.dumps(light)))
+    except BaseException as err:
+        if not _contained(err):
+            raise
+        return None
 
 
 def load_tokenizer(text: str, on_failure: Callable[[str], None]) -> SafeTokenizer | None:

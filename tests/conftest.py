@@ -43,12 +43,36 @@ def copy_upstream(tmp_path):
     return make
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `python -m hfdoctor ARGS` in a subprocess, as a user would."""
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "hfdoctor", *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=300
-    )
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
+            subprocess_: bool = False) -> subprocess.CompletedProcess:
+    """Run the hfdoctor command line with ARGS and return what a process would: exit code, stdout, stderr.
+
+    In this process by default (typer's runner: no interpreter start and no re-import per
+    call, which is most of what a CLI test costs); an exception that escapes the command is
+    written to stderr as the traceback a user would see, so "no Traceback" assertions hold
+    either way. `subprocess_=True` runs `python -m hfdoctor` as a user would, for what only
+    a real process shows (imports, signals, the interpreter's own exit path)."""
+    full_env = {"HF_HUB_OFFLINE": "1", **(env or {})}
+    if subprocess_:
+        return subprocess.run([sys.executable, "-m", "hfdoctor", *args], capture_output=True, text=True, cwd=cwd,
+                              env={**os.environ, **full_env}, timeout=300)
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from hfdoctor.cli import app
+
+    previous = os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        result = CliRunner().invoke(app, list(args), env=full_env, catch_exceptions=True)
+    finally:
+        os.chdir(previous)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["hfdoctor", *args], result.exit_code, result.stdout, stderr)
 
 
 def check_json(target: Path, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
@@ -83,18 +107,63 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def session_dir(tmp_path_factory) -> Path:
+    """A directory every pytest-xdist worker of this session shares (the session's own
+    base directory when not distributed)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """`build(folder)` run once per test session, whatever the number of xdist workers: the
+    first worker builds under a lock into a temporary folder renamed into place; the others
+    wait for it and reuse it. Returns the folder."""
+    from filelock import FileLock
+
+    shared = session_dir(tmp_path_factory)
+    folder = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not folder.is_dir():
+            staging = shared / f"{name}.building"
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            build(staging)
+            staging.rename(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def smollm2_checkpoint(tmp_path_factory) -> Path:
     """The metadata of SmolLM2-135M-Instruct as transformers reads it from the real GGUF
     (config.json, tokenizer.json, tokenizer_config.json, chat_template.jinja), saved by
     transformers 5: a checkpoint on the llama architecture with a ChatML template and a
-    49,152-token vocabulary that is not Llama's. Read-only: copy it before changing it."""
-    from transformers import AutoConfig, AutoTokenizer
-    from transformers.utils import logging
+    49,152-token vocabulary that is not Llama's. Built once per session (half a minute: the
+    GGUF's tokenizer is converted in Python). Read-only: copy it before changing it."""
 
-    logging.set_verbosity_error()
-    gguf = smollm2_gguf()
-    folder = tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct"
-    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(folder)
-    AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(folder)
-    return folder
+    def build(folder: Path) -> None:
+        from transformers import AutoConfig, AutoTokenizer
+        from transformers.utils import logging
+
+        logging.set_verbosity_error()
+        gguf = smollm2_gguf()
+        target = folder / "SmolLM2-135M-Instruct"
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
+        AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
+
+    return built_once(tmp_path_factory, "smollm2", build) / "SmolLM2-135M-Instruct"
+
+
+# Fixtures that take long to build, by the xdist group of the tests that use them: with
+# `--dist loadgroup` (README's test command) each group runs on one worker, so a module or
+# session fixture is built once, not once per worker (or waited for by an idle one).
+EXPENSIVE_FIXTURES = {"smollm2_checkpoint": "smollm2", "base_model": "smollm2", "adapter": "smollm2",
+                      "rows": "precision", "reports": "upstream-sweep", "hf_tokenizer_for": "transformers-tokenizers"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in EXPENSIVE_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -153,8 +153,9 @@ def test_render_equals_transformers(hf_tokenizer_for, template_id, text, folder)
     assert rendered > 0, f"{template_id}: transformers rendered nothing; the corpus no longer exercises it"
 
 
-def test_generation_spans_equal_transformers_assistant_indices():
+def test_generation_spans_equal_transformers_assistant_indices(hf_tokenizer_for):
     """{% generation %} spans are the character spans transformers' AssistantTracker records."""
+    # hf_tokenizer_for pins transformers' clock to NOW too (the template prints today's date)
     from transformers.utils.chat_template_utils import render_jinja_template
 
     text = (UPSTREAM / "HuggingFaceTB--SmolLM3-3B" / "chat_template.jinja").read_text(encoding="utf-8")

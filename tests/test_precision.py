@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, UPSTREAM
+from conftest import ROOT, UPSTREAM, built_once
 
 sys.path.insert(0, str(ROOT / "tests" / "corpus"))
 import judge  # noqa: E402
@@ -24,8 +24,14 @@ HF_JINJA = engines.run_hf_jinja("{{ 1 }}", {}).unavailable is None
 
 
 @pytest.fixture(scope="module")
-def rows():
-    return judge.run(UPSTREAM)
+def rows(tmp_path_factory):
+    """Every finding on the corpus and the upstream folders, judged: computed once per
+    session (a minute of checks) and shared by the xdist workers."""
+    import json
+
+    folder = built_once(tmp_path_factory, "precision-rows",
+                        lambda out: (out / "rows.json").write_text(json.dumps(judge.run(UPSTREAM))))
+    return [tuple(row) for row in json.loads((folder / "rows.json").read_text())]
 
 
 def test_every_finding_on_real_data_is_judged(rows):

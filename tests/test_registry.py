@@ -130,7 +130,7 @@ def test_vocab_groups_and_fingerprints_from_real_tokenizers():
     }
     for name, (group, fp_family) in expect.items():
         repo = ModelRepo(UPSTREAM / name)
-        assert groups[lineage.vocab_sample(repo.vocab)] == group, name
+        assert groups[lineage.vocab_sample(repo)] == group, name
         if fp_family:
             assert lineage.encode_fingerprint(repo) in registry.family(fp_family).encode_fingerprints, name
 

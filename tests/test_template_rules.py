@@ -536,3 +536,40 @@ def test_corpus_needles_do_not_look_like_markers():
     text = json.dumps([c.inputs() for c in corpus.CORPUS])
     for pattern in (PIPE_MARKER, FULLWIDTH_MARKER, BRACKET_MARKER, TAG_MARKER):
         assert not pattern.search(text)
+
+
+def _generator(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "upstream_templates" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shipped_triggers_equal_fresh_ones():
+    """Run upstream_templates/make_triggers.py when this fails (a shipped template or the reader changed)."""
+    shipped = json.loads((ROOT / "upstream_templates" / "triggers.json").read_text(encoding="utf-8"))["templates"]
+    assert shipped == json.loads(json.dumps(_generator("make_triggers").readings()))
+
+
+def test_shipped_tokenizer_fingerprints_equal_fresh_ones():
+    """Run upstream_templates/make_fingerprints.py when this fails (the converter's text or tokenizers changed)."""
+    shipped = json.loads((ROOT / "upstream_templates" / "tokenizer_fingerprints.json").read_text())["tokenizers"]
+    assert shipped == _generator("make_fingerprints").fingerprints(UPSTREAM)
+
+
+def test_shipped_portability_verdicts_equal_fresh_ones():
+    """The other engines' verdicts make_analyses.py recorded, for each engine installed here in the
+    recorded version (the others are facts about a version this machine does not have)."""
+    from hfdoctor.chat import engines, store
+    from hfdoctor.compat.portability import verdicts_to_record
+
+    installed = engines.installed_versions(None)
+    for _, text, tokens in _generator("make_analyses").canonical_entries(UPSTREAM):
+        recorded = store.load_portability(text, tokens)
+        assert recorded, "run upstream_templates/make_analyses.py"
+        fresh = {v["engine"]: v for v in verdicts_to_record(text, tokens)}
+        for entry in recorded:
+            if installed.get(entry["engine"]) == entry["version"]:
+                assert fresh[entry["engine"]] == entry

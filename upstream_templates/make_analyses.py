@@ -5,6 +5,9 @@ a template it has seen before (hfdoctor/chat/store.py). For each family the regi
 pins a canonical template for, the template is taken from the upstream folder (verified
 against the pinned sha256), rendered with that folder's special tokens, and the analysis
 written under its key. Only derived renders are written, never the upstream files.
+Each file also records the other template engines' verdicts on the template (minijinja,
+@huggingface/jinja when node has it: HFDOCTOR_NODE_MODULES), with their versions, so that
+`check` renders nothing for a canonical template (compat/portability.py).
 Run it after changing the renderer, the corpus or the render plan (tests fail until you do):
     python upstream_templates/make_analyses.py [--upstream DIR]
 """
@@ -19,6 +22,7 @@ from pathlib import Path
 from hfdoctor import registry
 from hfdoctor.chat import store
 from hfdoctor.chat.analysis import run_analysis, special_tokens_for_render
+from hfdoctor.compat.portability import verdicts_to_record
 from hfdoctor.repo import ModelRepo
 from hfdoctor.upstream import Upstream, canonical_template
 
@@ -55,7 +59,8 @@ def main() -> None:
         analysis = run_analysis(text, tokens)
         if analysis.fatal is not None or not analysis.compiled:
             raise SystemExit(f"{repo_id}: the canonical template does not analyse cleanly")
-        entry = {"source": repo_id, "special_tokens": tokens, "analysis": store.to_json(analysis)}
+        entry = {"source": repo_id, "special_tokens": tokens, "analysis": store.to_json(analysis),
+                 "portability": verdicts_to_record(text, tokens)}
         path = out / f"{store.key(text, tokens, False)}.json"
         path.write_text(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
         print(f"{repo_id}: {path.name} ({path.stat().st_size:,} bytes)")

@@ -69,6 +69,8 @@ class Vocabulary:
     added: tuple[str, ...] = ()
     lstrip: frozenset[str] = frozenset()  # added tokens that swallow whitespace on their left
     load: Callable[[], Any] | None = None
+    # the tokenizer's normalizer and pre-tokenizer alone (hfdoctor.tokenizing.Splitter)
+    splitter: Callable[[], Any] | None = None
 
     @cached_property
     def pattern(self) -> patterns.Pattern:
@@ -106,7 +108,26 @@ class Vocabulary:
         if any(earlier.endswith(t) for t in self.added):
             return True
         after = self.pattern.match(later, n)
-        return after is not None and not (after.group(0) in self.lstrip and earlier[-1:].isspace())
+        if after is not None:
+            return not (after.group(0) in self.lstrip and earlier[-1:].isspace())
+        return self._ends_a_piece(earlier, later)
+
+    def _ends_a_piece(self, earlier: str, later: str) -> bool:
+        """Whether the boundary ends a pre-token in both texts, with the same pieces before it
+        (then the tokens before it agree: each piece is tokenized on its own). Only the text
+        between the added tokens around the boundary is split, as the tokenizer does."""
+        splitter = self.splitter() if self.splitter is not None else None
+        if splitter is None:
+            return False
+        n = len(earlier)
+        start = max((m.end() for m in self.pattern.finditer(later, max(0, n - 4096), n) if m.end() <= n), default=0)
+        following = self.pattern.search(later, n)
+        end = following.start() if following is not None else len(later)
+        mine, theirs = splitter.pieces(earlier[start:]), splitter.pieces(later[start:end])
+        if mine is None or theirs is None:
+            return False
+        cut = n - start
+        return any(e == cut for _, e in theirs) and [p for p in theirs if p[1] <= cut] == mine
 
 
 def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,

@@ -75,10 +75,25 @@ def from_json(text: str, data: dict[str, Any]) -> TemplateAnalysis:
     return analysis
 
 
+@lru_cache(maxsize=16)
+def _entry(text: str, tokens: tuple[tuple[str, str], ...], tool_use: bool) -> dict[str, Any] | None:
+    try:
+        path = data_file(f"{DIRECTORY}/{key(text, dict(tokens), tool_use)}.json")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # FileNotFoundError: not shipped
+        return None
+
+
+def load_portability(text: str, special_tokens: dict[str, str]) -> list[dict[str, Any]] | None:
+    """The other engines' verdicts recorded for this canonical template, or None."""
+    entry = _entry(text, tuple(sorted(special_tokens.items())), False)
+    return entry.get("portability") if entry else None
+
+
 def load(text: str, special_tokens: dict[str, str], tool_use: bool) -> TemplateAnalysis | None:
     """The shipped analysis of exactly this template and these tokens, or None."""
+    entry = _entry(text, tuple(sorted(special_tokens.items())), tool_use)
     try:
-        path = data_file(f"{DIRECTORY}/{key(text, special_tokens, tool_use)}.json")
-        return from_json(text, json.loads(path.read_text(encoding="utf-8"))["analysis"])
-    except (OSError, ValueError, KeyError, TypeError):  # FileNotFoundError: not shipped
+        return from_json(text, entry["analysis"]) if entry else None
+    except (ValueError, KeyError, TypeError):
         return None

@@ -15,11 +15,17 @@ rendering cannot find it, reading the source can. This module parses the templat
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
-from jinja2 import nodes
+from hfdoctor.registry import data_file
 
-from hfdoctor.chat.render import make_environment
+# What upstream_templates/make_triggers.py wrote for the shipped canonical templates: the
+# same reading, done once when the data is generated (check parses no canonical template).
+TRIGGERS_FILE = "triggers.json"
 
 CONTENT_KEYS = {"content", "reasoning_content", "thinking"}
 STRING_METHODS = {"startswith", "endswith", "find", "count", "index", "rfind", "rindex", "__contains__"}
@@ -38,8 +44,10 @@ class TemplateText:
     emitted: list[tuple[int, str]] = field(default_factory=list)  # (line, text)
 
 
-def _refers_to_content(node: nodes.Node, content_vars: set[str]) -> bool:
+def _refers_to_content(node: Any, content_vars: set[str]) -> bool:
     """Whether an expression is (derived from) a message's content."""
+    from jinja2 import nodes
+
     for sub in [node, *node.find_all(nodes.Node)]:
         if isinstance(sub, nodes.Getattr) and sub.attr in CONTENT_KEYS:
             return True
@@ -50,8 +58,10 @@ def _refers_to_content(node: nodes.Node, content_vars: set[str]) -> bool:
     return False
 
 
-def _literals_tested(test: nodes.Node, content_vars: set[str]) -> list[str]:
+def _literals_tested(test: Any, content_vars: set[str]) -> list[str]:
     """String literals the condition compares message content with."""
+    from jinja2 import nodes
+
     found = []
     for cmp in [test, *test.find_all(nodes.Compare)]:
         if not isinstance(cmp, nodes.Compare):
@@ -70,7 +80,9 @@ def _literals_tested(test: nodes.Node, content_vars: set[str]) -> list[str]:
     return found
 
 
-def _emitted(body: list[nodes.Node]) -> list[tuple[int, str]]:
+def _emitted(body: list[Any]) -> list[tuple[int, str]]:
+    from jinja2 import nodes
+
     out = []
     for node in body:
         for output in [node, *node.find_all(nodes.Output)]:
@@ -85,8 +97,45 @@ def _emitted(body: list[nodes.Node]) -> list[tuple[int, str]]:
     return out
 
 
+def to_json(read: TemplateText) -> dict[str, Any]:
+    return {"triggers": [[t.line, t.literal, list(t.emitted)] for t in read.triggers],
+            "emitted": [[line, text] for line, text in read.emitted]}
+
+
+def from_json(data: dict[str, Any]) -> TemplateText:
+    return TemplateText([Trigger(line, literal, tuple(emitted)) for line, literal, emitted in data["triggers"]],
+                        [(line, text) for line, text in data["emitted"]])
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def stored() -> dict[str, dict[str, Any]]:
+    """template sha256 -> the shipped reading of a canonical template ({} when missing: slow, not wrong)."""
+    try:
+        return json.loads(data_file(TRIGGERS_FILE).read_text(encoding="utf-8"))["templates"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def read_template(text: str) -> TemplateText | None:
-    """Triggers and emitted text of a template; None when it does not parse (syntax-error says why)."""
+    """Triggers and emitted text of a template; None when it does not parse (syntax-error says why).
+
+    A shipped canonical template is read from triggers.json; any other is parsed here."""
+    known = stored().get(sha256(text))
+    if known is not None:
+        return from_json(known)
+    return parse_template_text(text)
+
+
+def parse_template_text(text: str) -> TemplateText | None:
+    """read_template's work itself: jinja2's parser over the source (make_triggers.py uses it)."""
+    from jinja2 import nodes
+
+    from hfdoctor.chat.render import make_environment
+
     try:
         tree = make_environment().parse(text)  # transformers' environment: {% generation %} parses
     except Exception:  # TemplateSyntaxError and friends: chat-template-syntax-error reports it

@@ -87,6 +87,20 @@ def pre_tokenizer_name(chk_hash: str) -> str | None:
     return consumers()["llama_cpp_converter"]["hashes"].get(chk_hash)
 
 
+@lru_cache(maxsize=1)
+def _fingerprints() -> dict[str, dict[str, str]]:
+    try:
+        return json.loads(data_file("tokenizer_fingerprints.json").read_text(encoding="utf-8"))["tokenizers"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def tokenizer_fingerprint(sha256: str) -> str | None:
+    """The converter's chkhsh of a known tokenizer.json (make_fingerprints.py), by its sha256."""
+    entry = _fingerprints().get(sha256)
+    return entry["chkhsh"] if entry else None
+
+
 def converter_source() -> str:
     return consumers()["llama_cpp_converter"]["source"]
 

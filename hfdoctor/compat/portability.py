@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from hfdoctor.chat import corpus, engines
+from hfdoctor.chat import corpus, engines, store
 from hfdoctor.chat.analysis import cached_analysis, special_tokens_for_render
 from hfdoctor.repo import ModelRepo, TemplateSource
 
@@ -64,10 +64,39 @@ def judge(result: engines.EngineResult, reference: dict[tuple[str, bool], str | 
 
 @lru_cache(maxsize=64)
 def _run(text: str, tokens: tuple[tuple[str, str], ...], repo_root: str | None) -> tuple[EngineVerdict, ...]:
+    stored = _stored(text, tokens, repo_root)
+    if stored is not None:
+        return stored
     reference, results = engines.run_all(text, dict(tokens), Path(repo_root) if repo_root else None)
     if not any(v is not None for v in reference.values()):
         return ()  # transformers renders none of them: the template rules report why
     return tuple(judge(result, reference) for result in results)
+
+
+def _stored(text: str, tokens: tuple[tuple[str, str], ...], repo_root: str | None) -> tuple[EngineVerdict, ...] | None:
+    """The verdicts make_analyses.py recorded for a canonical template (no render at check
+    time), unless an engine installed here is of another version than the one recorded."""
+    recorded = store.load_portability(text, dict(tokens))
+    if not recorded:
+        return None
+    installed = engines.installed_versions(Path(repo_root) if repo_root else None)
+    verdicts = []
+    for entry in recorded:
+        local = installed.get(entry["engine"])
+        if local is not None and local != entry["version"]:
+            return None
+        verdicts.append(EngineVerdict(entry["engine"], tuple(entry["consumers"]), entry["outcome"],
+                                      f"{entry['detail']} ({entry['engine']} {entry['version']})"))
+    return tuple(verdicts)
+
+
+def verdicts_to_record(text: str, tokens: dict[str, str]) -> list[dict]:
+    """What make_analyses.py stores: every engine's verdict, with the engine version it came from."""
+    reference, results = engines.run_all(text, tokens, None)
+    versions = engines.installed_versions(None)
+    return [{"engine": v.engine, "version": versions.get(v.engine), "consumers": list(v.consumers),
+             "outcome": v.outcome, "detail": v.detail}
+            for v in (judge(result, reference) for result in results) if v.outcome != "unavailable"]
 
 
 def template_portability(repo: ModelRepo, source: TemplateSource) -> list[EngineVerdict]:

@@ -8,9 +8,11 @@ of generation_config.json, greedy decoding. torch and transformers are imported 
 
 from __future__ import annotations
 
+import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from hfdoctor.probe.preflight import ProbeRefused
 
@@ -70,6 +72,44 @@ def quiet_transformers() -> None:
     logging.disable_progress_bar()
 
 
+@contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """Within a load, each GGUF file parsed once and each tensor-name map built once.
+
+    transformers parses the GGUF three times (tokenizer, config, weights: load_gguf_checkpoint
+    imports `GGUFReader` from gguf on each call), each time building every metadata field in
+    Python, and rebuilds gguf's tensor-name map for every module of the model (397 times for
+    SmolLM2): together most of a small GGUF's load (half a minute on 2 cores, against 2 s of
+    dequantizing). The reader is read-only (a memory map) and the map a pure function of
+    (architecture, layers), so one of each serves the whole load.
+    """
+    try:
+        import gguf
+    except ImportError:
+        yield
+        return
+    original_reader, original_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], Any] = {}
+    maps: dict[tuple[Any, int], Any] = {}
+
+    def shared_reader(path, mode="r"):
+        key = (os.path.realpath(os.fspath(path)), mode)
+        if key not in readers:
+            readers[key] = original_reader(path, mode)
+        return readers[key]
+
+    def shared_map(arch, n_blocks):
+        if (arch, n_blocks) not in maps:
+            maps[(arch, n_blocks)] = original_map(arch, n_blocks)
+        return maps[(arch, n_blocks)]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = shared_reader, shared_map
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = original_reader, original_map
+
+
 class Session:
     def __init__(self, path: str, device: str, max_new_tokens: int, eos_ids: list[int], trust_remote_code: bool,
                  gguf_file: str | None = None):
@@ -85,13 +125,14 @@ class Session:
             # A GGUF is read by transformers' GGUF support (the gguf package): the tokenizer from its
             # metadata, the tensors dequantized to float32.
             source = {"gguf_file": gguf_file} if gguf_file else {"use_safetensors": True}
-            self.tokenizer = AutoTokenizer.from_pretrained(
-                path, trust_remote_code=trust_remote_code, **({"gguf_file": gguf_file} if gguf_file else {}))
             via_cpu = loads_via_cpu(device)
-            self.model = AutoModelForCausalLM.from_pretrained(
-                path, dtype="auto", trust_remote_code=trust_remote_code, **source,
-                **({} if via_cpu else {"device_map": device}),
-            ).eval()
+            with gguf_parsed_once():
+                self.tokenizer = AutoTokenizer.from_pretrained(
+                    path, trust_remote_code=trust_remote_code, **({"gguf_file": gguf_file} if gguf_file else {}))
+                self.model = AutoModelForCausalLM.from_pretrained(
+                    path, dtype="auto", trust_remote_code=trust_remote_code, **source,
+                    **({} if via_cpu else {"device_map": device}),
+                ).eval()
             if via_cpu and device != "cpu":
                 self.model.to(device)
         except Exception as err:  # a repo transformers cannot load is the repo's problem, reported

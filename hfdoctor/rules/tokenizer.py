@@ -180,7 +180,7 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     model_type = registry.config_value(repo.config, "model_type")
     tok_names = ", ".join(f.display for f in from_tokenizer)
     cfg_names = ", ".join(f.display for f in from_config)
-    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo.vocab) or "")
+    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo) or "")
     evidence = []
     if group:
         evidence.append(f"its vocabulary is the {group} one")

@@ -136,11 +136,12 @@ def quantized_modules(tensors: dict[str, TensorInfo], decl: Declared | None) -> 
             # The names that start with `prefix` are one run of the sorted list: found by
             # bisection, not by a scan of every tensor per module (30,000 modules).
             parts = {}
-            for n in names[bisect.bisect_left(names, prefix):]:
-                if not n.startswith(prefix):
-                    break
-                if n[len(prefix):].startswith((".", "_")):
-                    parts[n[len(prefix):]] = tensors[n]
+            at = bisect.bisect_left(names, prefix)
+            while at < len(names) and names[at].startswith(prefix):
+                rest = names[at][len(prefix):]
+                if rest.startswith((".", "_")):
+                    parts[rest] = tensors[names[at]]
+                at += 1
             module = _module(prefix, fmt, parts, decl)
             if module is not None:
                 claimed.add(prefix)

@@ -9,7 +9,7 @@ from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
 from hfdoctor import patterns, registry
-from hfdoctor.chat.triggers import TemplateText, read_template
+from hfdoctor.chat.triggers import TemplateText, read_template, stored
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
@@ -41,13 +41,9 @@ def canonical_texts() -> dict[str, str]:
 
 @functools.lru_cache(maxsize=1)
 def canonical_triggers() -> frozenset[str]:
-    """The literals upstream templates themselves compare content with (/think, /system_override...)."""
-    literals = set()
-    for text in canonical_texts().values():
-        read = read_template(text)
-        if read is not None:
-            literals.update(t.literal for t in read.triggers)
-    return frozenset(literals)
+    """The literals upstream templates themselves compare content with (/think, /system_override...),
+    from the shipped reading of each canonical template (triggers.json)."""
+    return frozenset(literal for entry in stored().values() for _, literal, _ in entry["triggers"])
 
 
 def _benign(literal: str, repo: ModelRepo) -> bool:

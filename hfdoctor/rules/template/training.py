@@ -16,6 +16,7 @@ from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.rules.template.common import default_template, line_of_text, location, mode_text
+from hfdoctor.tokenizing import Splitter, load_splitter
 from hfdoctor.upstream import canonical_template
 
 
@@ -74,7 +75,14 @@ def _vocabulary(repo: ModelRepo):
 
     added = repo.added_token_strings
     lstrip = {str(t.get("content")) for t in repo.tokenizer_json_added_entries if t.get("lstrip")}
-    return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer)
+    splitter: list = []
+
+    def split() -> Splitter | None:  # built once, on the first boundary that needs it
+        if not splitter:
+            splitter.append(load_splitter(repo.tokenizer_json) if repo.tokenizer_json is not None else None)
+        return splitter[0]
+
+    return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer, split)
 
 
 @rule("TPL011", "train-inference-mismatch", Severity.WARNING)
