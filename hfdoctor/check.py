@@ -5,12 +5,14 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from hfdoctor import lineage
+from hfdoctor import lineage, policy
 from hfdoctor.compat.assess import assess, section
+from hfdoctor.compat.knowledge import ENGINES
 from hfdoctor.findings import Finding, Report
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules import selected_rules
 from hfdoctor.rules.base import Rule
+from hfdoctor.rules.scope import is_model_repo
 from hfdoctor.upstream import Upstream
 
 
@@ -67,10 +69,12 @@ def check_repo(
         report.sections["source"] = {"kind": source.kind, "downloaded_bytes": source.bytes_read()}
     report.sections.update(repo.report_sections)
     try:
-        report.sections["compat"] = section(repo, assess(repo))
+        report.sections["compat"] = section(repo, assess(repo)) if is_model_repo(repo) else [
+            {"engine": engine, "status": "fails", "why": "not a model repository: there is nothing to load",
+             "what": label} for engine, label in ENGINES.items()]
     except Exception as err:  # a bug in hfdoctor, never the repo's fault
         report.internal_errors.append(f"compat crashed: {type(err).__name__}: {err}")
     last, internal_last = run_rules(repo, [r for r in rules if r.name in RUN_LAST])
-    report.findings = sorted(report.findings + last, key=sort_key)
+    report.findings = sorted(policy.apply(repo, report.findings + last), key=sort_key)
     report.internal_errors.extend(internal_last)
     return report

@@ -72,18 +72,50 @@ class Finding:
     pointer: str | None
     message: str
     fix: Fix | None = None
+    # Facts about the finding that decide how loud it is (hfdoctor.policy reads them):
+    # see Facet. A rule states them; it never lowers its own severity for them.
+    facets: tuple[str, ...] = ()
+    # Why the finding has this severity, when the policy changed it or kept it for a reason.
+    severity_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "code": self.code,
             "rule": self.rule,
             "severity": str(self.severity),
+            "severity_reason": self.severity_reason,
             "file": self.file,
             "line": self.line,
             "pointer": self.pointer,
             "message": self.message,
             "fix": self.fix.to_json() if self.fix else None,
         }
+
+
+class Facet:
+    """What a rule knows about its finding that decides how loud it should be.
+
+    A facet is a string: a kind, and after ':' its detail. hfdoctor.policy maps them to a
+    severity (only ever lower than the rule's) and a `severity_reason`.
+    """
+
+    ENGINE = "engine"  # engine:<compat engine key>: only that engine is affected
+    UPSTREAM_DESIGN = "upstream-design"  # upstream-design:<who>: the family's upstream does the same
+    CANONICAL = "canonical"  # canonical:<repo>: the template is the exact upstream template
+    REASONING_ONLY = "reasoning-only"  # only reasoning/thinking blocks are involved
+    HUB_INFERRED = "hub-inferred"  # a card key the Hub fills in from config.json
+    CAPABILITY = "capability"  # capability:<what>: a shape the template does not support
+    CHAT_ONLY = "chat-only"  # matters only when the checkpoint is used as a chat model
+    AVOIDABLE = "avoidable"  # avoidable:<how>: the usual way of loading does not meet it
+
+    @staticmethod
+    def make(kind: str, detail: str = "") -> str:
+        return f"{kind}:{detail}" if detail else kind
+
+    @staticmethod
+    def split(facet: str) -> tuple[str, str]:
+        kind, _, detail = facet.partition(":")
+        return kind, detail
 
 
 @dataclass
@@ -99,11 +131,13 @@ class Report:
     internal_errors: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, int]:
-        counts = {"error": 0, "warning": 0, "info": 0, "fixable": 0}
+        """Counts by severity; `fixable`: findings `hfdoctor fix` applies by default (safe fixes),
+        `unsafe_fixable`: those only --unsafe-fixes applies."""
+        counts = {"error": 0, "warning": 0, "info": 0, "fixable": 0, "unsafe_fixable": 0}
         for finding in self.findings:
             counts[str(finding.severity)] += 1
             if finding.fix is not None:
-                counts["fixable"] += 1
+                counts["fixable" if finding.fix.applicability is Applicability.SAFE else "unsafe_fixable"] += 1
         return counts
 
     def worst(self) -> Severity | None:

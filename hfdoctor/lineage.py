@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfdoctor import registry
+from hfdoctor import patterns, registry
 from hfdoctor.registry import Family, Variant
 from hfdoctor.repo import ModelRepo, token_content
 from hfdoctor.weights.layout import infer_weights_families
@@ -52,8 +52,15 @@ class Lineage:
     by_source: dict[str, list[str]] = field(default_factory=dict)
     # high: the tokenizer and an independent source agree; medium: one decisive source
     # (the tokenizer, or without tokenizer files the config's exact dimensions or the exact
-    # upstream template); low: only weaker hints (template markers, card, weight shapes).
+    # upstream template); low: only weaker hints (template markers, card, weight shapes);
+    # conflict: a decisive source (config dimensions, tokenizer, weights) names only other
+    # families, listed in `disagree` (by_source says what each one names).
     confidence: str = "none"
+    disagree: list[str] = field(default_factory=list)
+    # "pretrained" when the checkpoint says it is a base model (and nothing says chat),
+    # with the reasons in stage_evidence; None when the evidence does not say.
+    stage: str | None = None
+    stage_evidence: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     family_ref: Family | None = field(default=None, repr=False, compare=False)
     variant_ref: Variant | None = field(default=None, repr=False, compare=False)
@@ -61,12 +68,21 @@ class Lineage:
     def to_json(self) -> dict[str, Any]:
         return {"family": self.family, "variant": self.variant, "base_model": self.base_model,
                 "architecture": self.architecture, "evidence": self.evidence, "confidence": self.confidence,
-                "by_source": self.by_source}
+                "by_source": self.by_source, "disagree": self.disagree, "stage": self.stage}
 
     @property
     def certain(self) -> bool:
-        """Enough to act on (a fix that writes the family's files): medium or high."""
+        """Enough to act on (a fix that writes the family's files): medium or high, never a conflict."""
         return self.confidence in ("high", "medium")
+
+    def conflict_text(self) -> str:
+        """'the weights say llama3 / deepseek-r1, config and tokenizer say qwen3' (empty without a conflict)."""
+        if not self.disagree:
+            return ""
+        agree = [name for name in self.evidence if name not in self.disagree]
+        said = [f"the {name} {'say' if name == 'weights' else 'says'} {' / '.join(self.by_source.get(name, []))}"
+                for name in self.disagree]
+        return ", ".join(said) + (f", while {' and '.join(agree)} say {self.family}" if agree else "")
 
 def vocab_sample(repo: ModelRepo) -> str | None:
     """Hash of the tokens at fixed ids: equal for equal base vocabularies."""
@@ -268,6 +284,40 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Varian
     return reasons
 
 
+# A model's own name ends with "-Base" (Qwen3-4B-Base, ...): the vendors' name for the
+# pre-trained checkpoint. Read from a Hub id or the card's first heading.
+BASE_NAME = patterns.compile(r"(?i)[-_.]base$")
+# Qwen's cards: "- Training Stage: Pretraining" (chat releases: "Pretraining & Post-training").
+PRETRAINING_STAGE = patterns.compile(r"(?im)^[\s*-]*training stage[\s*]*:[\s*]*pre-?training[\s*.]*$")
+CARD_HEADING = patterns.compile(r"(?m)^#\s+(\S[^\n]{0,200}?)\s*$")
+
+
+def pretrained_evidence(repo: ModelRepo) -> list[str]:
+    """Reasons to believe this is a pre-trained (base) checkpoint, not a chat model.
+
+    Empty when anything says chat (chat_evidence's own signals: an end-of-turn eos, chat
+    tags, a chat base_model) or nothing names it a base.
+    """
+    own_signals = [r for r in chat_evidence(repo) if not r.startswith("every ")]
+    if own_signals:
+        return []
+    reasons = []
+    repo_id = getattr(repo.source, "repo_id", None)
+    if isinstance(repo_id, str) and BASE_NAME.search(repo_id):
+        reasons.append(f"its Hub name {repo_id} ends in Base")
+    card = repo.card
+    if card is not None:
+        heading = CARD_HEADING.search(card.body[:20_000])
+        if heading is not None and BASE_NAME.search(heading.group(1).strip("*` ")):
+            reasons.append(f"the model card is titled {heading.group(1)!r}")
+        if PRETRAINING_STAGE.search(card.body[:50_000]):
+            reasons.append("the model card gives its training stage as pretraining")
+    return reasons
+
+
+# The sources whose disagreement is a conflict (the card is often wrong, and says so
+# through base-model-mismatch; the template is often borrowed).
+DECISIVE = ("config", "tokenizer", "weights")
 # How much each source's word counts when several families remain possible.
 WEIGHTS = {"config": 4.0, "tokenizer": 3.0, "adapter": 3.0, "template": 2.0, "weights": 2.0, "card": 1.0}
 
@@ -314,15 +364,23 @@ def detect(repo: ModelRepo) -> Lineage:
 
     chosen = max(candidates, key=score, default=None)  # max keeps the first of equals
     evidence = [name for name, fams in sources.items() if chosen and fams and chosen in fams]
-    variant = _variant(repo, chosen) if chosen else None
+    # A decisive source that names only other families contradicts the choice: the
+    # weights of one model under the config and tokenizer of another is a conflict to
+    # report, not a verdict to act on (no fix may pick a side).
+    disagree = [name for name in DECISIVE if chosen and sources[name] and chosen not in sources[name]]
+    pretrained = pretrained_evidence(repo)
+    variant = _variant(repo, chosen, bool(pretrained)) if chosen else None
     lineage = Lineage(
         family=chosen.key if chosen else None,
-        base_model=_base_model(repo, chosen, variant),
+        base_model=_base_model(repo, chosen, variant, bool(pretrained)),
         evidence=evidence,
         architecture=arch,
         variant=(variant.key or None) if variant else None,
         by_source={name: [f.key for f in fams] for name, fams in sources.items() if fams is not None},
-        confidence=_confidence(repo, evidence, tokenizer is not None),
+        confidence="conflict" if disagree else _confidence(repo, evidence, tokenizer is not None),
+        disagree=disagree,
+        stage="pretrained" if pretrained else None,
+        stage_evidence=pretrained,
         family_ref=chosen,
         variant_ref=variant,
     )
@@ -347,9 +405,11 @@ def _confidence(repo: ModelRepo, evidence: list[str], has_tokenizer: bool) -> st
     return "medium" if decisive or (exact and "template" in evidence) else "low"
 
 
-def _variant(repo: ModelRepo, fam: Family) -> Variant | None:
+def _variant(repo: ModelRepo, fam: Family, pretrained: bool = False) -> Variant | None:
     """Which variant of `fam` the evidence names; None when it does not say.
 
+    A pre-trained checkpoint is none of several variants: Qwen3's -Base releases ship the
+    hybrid template, but have no thinking mode (variants describe post-trained behaviour).
     The exact upstream template decides; then the card's base_model, unless the config's
     dimensions rule that variant out; then a variant's template markers; then the
     dimensions, when only one variant has a release of that size. How a template behaves
@@ -357,6 +417,8 @@ def _variant(repo: ModelRepo, fam: Family) -> Variant | None:
     """
     if fam.only_variant is not None:
         return fam.only_variant
+    if pretrained:
+        return None
     sha = _template_sha(repo)
     exact = next((v for v in fam.variants if sha in v.template_shas()), None) if sha else None
     if exact is not None:
@@ -372,10 +434,14 @@ def _variant(repo: ModelRepo, fam: Family) -> Variant | None:
     return by_dims[0] if len(by_dims) == 1 else None
 
 
-def _base_model(repo: ModelRepo, fam: Family | None, variant: Variant | None) -> str | None:
+def _base_model(repo: ModelRepo, fam: Family | None, variant: Variant | None, pretrained: bool = False) -> str | None:
     if fam is None:
         return None
     config = repo.config
+    if pretrained and config:  # the -Base release of these dimensions, whichever variant lists it
+        named = {b.base_repo for v in fam.variants if (b := v.base_for(config)) is not None and b.base_repo}
+        if len(named) == 1:
+            return named.pop()
     by_dims = variant.base_for(config) if variant is not None else fam.base_for(config)
     # Trust the card's base_model when it is of this family and not contradicted by size.
     for repo_id in card_base_models(repo):

@@ -92,6 +92,9 @@ class Variant:
     template_excludes: tuple[str, ...] = ()
     # sha256 of other upstream revisions of its template (still this variant's own).
     template_revisions: tuple[str, ...] = ()
+    # sha256 -> (the repo that shipped it, when not the canonical template's; what it is):
+    # a revision is named after its own repo, never as another model's.
+    revision_notes: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     # The decoding defaults its upstream generation_config.json ships ({"do_sample": true,
     # "temperature": 0.6, ...}, and "source": the file they come from), when recorded.
     sampling: dict[str, Any] = field(default_factory=dict)
@@ -110,6 +113,16 @@ class Variant:
 
     def template_shas(self) -> set[str]:
         return ({self.template.sha256} if self.template else set()) | set(self.template_revisions)
+
+    def template_name(self, sha256: str) -> str | None:
+        """'the upstream deepseek-ai/DeepSeek-R1 template (DeepSeek-R1's own January 2025 template)'
+        for the canonical template or a revision of it; None for any other text."""
+        if self.template is None or sha256 not in self.template_shas():
+            return None
+        if sha256 == self.template.sha256:
+            return f"the upstream {self.template.repo} template"
+        repo, note = self.revision_notes.get(sha256, (None, "an earlier upstream revision"))
+        return f"the upstream {repo or self.template.repo} template ({note or 'an earlier upstream revision'})"
 
     def template_matches(self, text: str) -> bool:
         """The literal-needle test: every needle present, no exclude present."""
@@ -131,6 +144,10 @@ class Family:
     # Tokens generation must stop on, when they are not simply the end-of-turn tokens
     # (harmony: <|return|> and <|call|>, while <|end|> only closes a channel).
     stop_tokens: tuple[str, ...] = ()
+    # The pad token the family's own upstream tokenizer sets, when it is the end-of-turn
+    # token (SmolLM3, DeepSeek-R1): (token, repo it was read from). That is upstream's
+    # design, which pad-token-is-eos reports as info.
+    upstream_pad_token: tuple[str, str] | None = None
 
     @property
     def only_variant(self) -> Variant | None:
@@ -201,7 +218,9 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
         template=_template(data.get("template")),
         template_needles=tuple(data.get("template_needles", ())),
         template_excludes=tuple(data.get("template_excludes", ())),
-        template_revisions=tuple(data.get("template_revisions", ())),
+        template_revisions=tuple(r["sha256"] if isinstance(r, dict) else r for r in data.get("template_revisions", ())),
+        revision_notes={r["sha256"]: (r.get("repo"), r.get("note", "")) for r in data.get("template_revisions", ())
+                        if isinstance(r, dict)},
         sampling=dict(data.get("sampling", {})),
     )
 
@@ -223,6 +242,8 @@ def _family(data: dict[str, Any]) -> Family:
         primary_for=tuple(data.get("primary_for", ())),
         encode_fingerprints=tuple(data.get("encode_fingerprints", ())),
         stop_tokens=tuple(data.get("stop_tokens", ())),
+        upstream_pad_token=((data["upstream_pad_token"]["token"], data["upstream_pad_token"]["repo"])
+                            if "upstream_pad_token" in data else None),
     )
 
 

@@ -70,9 +70,10 @@ def test_json_shape_matches_contract():
     assert lineage["architecture"] == "qwen3" and lineage["confidence"] == "high" and lineage["variant"] == "hybrid"
     assert set(lineage["by_source"]) >= {"config", "tokenizer"} and "qwen3" in lineage["by_source"]["tokenizer"]
     for finding in report["findings"]:
-        assert set(finding) == {"code", "rule", "severity", "file", "line", "pointer", "message", "fix"}
+        assert set(finding) == {"code", "rule", "severity", "severity_reason", "file", "line", "pointer", "message",
+                                "fix"}
         assert finding["severity"] in ("error", "warning", "info")
-    assert set(report["summary"]) == {"error", "warning", "info", "fixable"}
+    assert set(report["summary"]) == {"error", "warning", "info", "fixable", "unsafe_fixable"}
     assert report["summary"]["error"] == sum(f["severity"] == "error" for f in report["findings"])
 
 
@@ -90,7 +91,7 @@ def test_unknown_selector_is_a_usage_error():
 def test_exit_codes_follow_fail_on(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
     card = folder / "README.md"
-    card.write_text(card.read_text().replace("pipeline_tag: text-generation\n", ""))  # one warning
+    card.write_text(card.read_text().replace("license: apache-2.0\n", ""))  # one warning
     assert run_cli("check", str(folder)).returncode == 0
     assert run_cli("check", str(folder), "--fail-on", "warning").returncode == 1
     assert run_cli("check", str(FIXTURE)).returncode == 1

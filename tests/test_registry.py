@@ -165,3 +165,14 @@ def test_recorded_sampling_is_upstreams_generation_config(pair):
     upstream = json.loads((folder / file).read_text(encoding="utf-8"))
     recorded = {k: v for k, v in variant.sampling.items() if k != "source"}
     assert recorded == {k: upstream[k] for k in ("do_sample", "temperature", "top_p", "top_k") if upstream.get(k) is not None}
+
+
+@pytest.mark.parametrize("fam", [f for f in registry.families() if f.upstream_pad_token], ids=lambda f: f.key)
+def test_recorded_upstream_pad_token_is_upstreams(fam):
+    """pad-token-is-eos calls a pad token the family's design only as upstream's own tokenizer sets it."""
+    token, repo_id = fam.upstream_pad_token
+    config = json.loads((UPSTREAM / repo_id.replace("/", "--") / "tokenizer_config.json").read_text())
+    pad = config["pad_token"]
+    assert (pad["content"] if isinstance(pad, dict) else pad) == token
+    assert token in fam.end_of_turn or token == (config["eos_token"]["content"] if isinstance(config["eos_token"], dict)
+                                                 else config["eos_token"])

@@ -32,6 +32,29 @@ def _common_prefix(a: str, b: str) -> int:
     return len(os.path.commonprefix([a, b]))
 
 
+def _before(text: str, at: int) -> str:
+    """The text a message quotes before a difference (needles left out, see corpus.readable)."""
+    return corpus.readable(text[max(0, at - 4 * CONTEXT_CHARS):at])[-CONTEXT_CHARS:]
+
+
+def _after(text: str, at: int, n: int = 40) -> str:
+    return corpus.readable(text[at:at + 2 * n])[:n]
+
+
+# Reasoning markup: think tags of any spelling (<think>, </think>, <seed:think>,
+# [THINK]), harmony's analysis channel header and Gemma's thought channel, with the
+# whitespace around them, and the corpus' reasoning text.
+REASONING_MARKUP = patterns.compile(
+    r"(?i)\s*(?:</?[\w:]*think[\w:]*>|\[/?think\]|<\|channel\|>analysis<\|message\|>|<\|channel>thought)\s*")
+
+
+def without_reasoning(text: str) -> str:
+    """The render with its reasoning blocks' markup and content left out."""
+    for reasoning in (corpus.REASONING_1, corpus.REASONING_2):
+        text = text.replace(reasoning, "")
+    return REASONING_MARKUP.sub("", text)
+
+
 @dataclass(frozen=True)
 class Divergence:
     scenario: corpus.Continuation
@@ -41,6 +64,14 @@ class Divergence:
     later: str  # what the continuation has there
     context: str  # the text just before
     reason: str
+    # Only reasoning blocks part the two renders: without their markup and content, the
+    # next request starts with what was served.
+    reasoning_only: bool = False
+
+    @property
+    def kind(self) -> tuple:
+        """What two templates share when they diverge "in the same way"."""
+        return ("reasoning", self.reason) if self.reasoning_only else ("text", self.earlier, self.later, self.reason)
 
 
 def _reason(earlier: str, later: str, at: int) -> str:
@@ -100,6 +131,15 @@ class Vocabulary:
                 return found.start()
         return at
 
+    def end_of_turn(self, text: str, at: int) -> int:
+        """Where what the model writes ends: after the added token that follows `at` directly
+        (the end-of-turn token it emits and stops on), or `at` when plain text follows.
+        Without a vocabulary: the whole text (which tokens are added is unknown)."""
+        if not self.added:
+            return len(text)
+        found = self.pattern.match(text, at)
+        return found.end() if found is not None else at
+
     def boundary_is_safe(self, earlier: str, later: str) -> bool:
         """Whether `later`'s tokens start with `earlier`'s, when `later` starts with `earlier`."""
         n = len(earlier)
@@ -144,8 +184,9 @@ def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
     if not later.startswith(earlier):
         at = _common_prefix(earlier, later)
         at = min(vocabulary.token_start(earlier, at), vocabulary.token_start(later, at))
-        return Divergence(scenario, "character", at, vocabulary.piece_at(earlier, at), vocabulary.piece_at(later, at),
-                          earlier[max(0, at - CONTEXT_CHARS):at], _reason(earlier, later, at))
+        reasoning_only = without_reasoning(later).startswith(without_reasoning(earlier))
+        return Divergence(scenario, "character", at, _piece(vocabulary, earlier, at), _piece(vocabulary, later, at),
+                          _before(earlier, at), _reason(earlier, later, at), reasoning_only)
     written = later[len(earlier):]
     output_at = written.find(scenario.output)
     if output_at < 0:
@@ -153,17 +194,20 @@ def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
     reasons_in_tags = corpus.THINK_NEEDLE in (analysis.rendered("reasoning_reply", False) or "")
     if scenario.reasoning and reasons_in_tags and corpus.THINK_NEEDLE not in written[:output_at]:
         at = len(earlier)
-        return Divergence(scenario, "character", at, "(the model's reasoning)", vocabulary.piece_at(later, at),
-                          earlier[max(0, at - CONTEXT_CHARS):],
-                          "the reasoning of earlier turns is dropped once a new turn starts")
+        return Divergence(scenario, "character", at, "(the model's reasoning)", _piece(vocabulary, later, at),
+                          _before(earlier, at), "the reasoning of earlier turns is dropped once a new turn starts",
+                          True)
     # Where the model's turn ends: the finished conversation (its end-of-turn included, as
     # the model emits it), when that is how the next request goes on; else right after what
     # the model wrote (templates that always append a turn opener, or drop reasoning).
     finished = analysis.rendered(scenario.finished, False, **mode)
+    output_end = len(earlier) + output_at + len(scenario.output)
     if finished is not None and finished.startswith(earlier) and later.startswith(finished):
-        earlier = finished
+        # The model writes its end-of-turn token and stops: text the template appends after
+        # it (a newline, a separator) is never generated, so no server caches it.
+        earlier = finished[:vocabulary.end_of_turn(finished, output_end)]
     else:
-        earlier = later[:len(earlier) + output_at + len(scenario.output)]
+        earlier = later[:output_end]
     if vocabulary.boundary_is_safe(earlier, later):
         return None
     tokenizer = vocabulary.load() if vocabulary.load is not None else None
@@ -179,9 +223,14 @@ def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
     i = next((k for k, (x, y) in enumerate(zip(a.ids, b.ids)) if x != y), min(len(a.ids), len(b.ids)))
     at = a.offsets[i][0] if i < len(a.offsets) else len(earlier)
     return Divergence(scenario, "token", i, _token_text(tokenizer, a.ids, i), _token_text(tokenizer, b.ids, i),
-                      earlier[max(0, at - CONTEXT_CHARS):at],
+                      _before(earlier, at),
                       "the text is a prefix, but the tokens at the boundary merge differently once the next turn "
                       "is appended")
+
+
+def _piece(vocabulary: Vocabulary, text: str, at: int) -> str:
+    piece = vocabulary.piece_at(text, at)
+    return corpus.readable(piece) or "(the conversation's text)"
 
 
 def _token_text(tokenizer: Any, ids: list[int], i: int) -> str:
@@ -211,6 +260,15 @@ class Mismatch:
     context: str
     inserted: bool  # the full render inserts text between the prompt and the reply
     empty_thinking: bool  # what is inserted is an empty reasoning block
+    # Only reasoning blocks part the two: without them, the full render is the prompt + reply.
+    reasoning_only: bool = False
+
+    @property
+    def kind(self) -> tuple:
+        """What two templates share when they disagree "in the same way"."""
+        if self.reasoning_only:
+            return ("reasoning", self.empty_thinking)
+        return ("text", self.prompt_has, self.full_has, self.inserted)
 
 
 def completion_mismatch(analysis: TemplateAnalysis, scenario: corpus.Completion,
@@ -229,8 +287,8 @@ def completion_mismatch(analysis: TemplateAnalysis, scenario: corpus.Completion,
     if full.startswith(prompt):
         at = full.find(scenario.reply, len(prompt))
         if at < 0:
-            return Mismatch(scenario, mode, "(the reply)", full[len(prompt):len(prompt) + 40],
-                            prompt[-CONTEXT_CHARS:], False, False)
+            return Mismatch(scenario, mode, "(the reply)", _after(full, len(prompt)),
+                            _before(prompt, len(prompt)), False, False)
         between = full[len(prompt):at]
         if between.strip() == "":  # " " before the reply: SentencePiece's own word boundary
             return None
@@ -239,10 +297,17 @@ def completion_mismatch(analysis: TemplateAnalysis, scenario: corpus.Completion,
         history = analysis.rendered("multi_turn_reply", False, **mode) or ""
         if not empty_thinking and between + corpus.ASSISTANT_1 in history:
             return None
-        return Mismatch(scenario, mode, "(the reply)", between, prompt[-CONTEXT_CHARS:], True, empty_thinking)
+        return Mismatch(scenario, mode, "(the reply)", corpus.readable(between), _before(prompt, len(prompt)), True,
+                        empty_thinking, empty_thinking or _reasoning_only(prompt, full, scenario.reply))
     at = _common_prefix(prompt, full)
-    return Mismatch(scenario, mode, prompt[at:at + 40], full[at:at + 40], prompt[max(0, at - CONTEXT_CHARS):at],
-                    False, False)
+    return Mismatch(scenario, mode, _after(prompt, at), _after(full, at), _before(prompt, at),
+                    False, False, _reasoning_only(prompt, full, scenario.reply))
+
+
+def _reasoning_only(prompt: str, full: str, reply: str) -> bool:
+    """Without reasoning markup, the full render is the prompt, then (whitespace and) the reply."""
+    prompt, full = without_reasoning(prompt), without_reasoning(full)
+    return full.startswith(prompt) and full[len(prompt):].lstrip().startswith(reply)
 
 
 # Conversations compared against the upstream template: what every server sends.
@@ -276,6 +341,6 @@ def drift(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> list[Drift]:
         if a.text == b.text:
             continue
         at = _common_prefix(a.text, b.text)
-        found.append(Drift(what, a.text[at:at + 40], b.text[at:at + 40], a.text[max(0, at - CONTEXT_CHARS):at],
+        found.append(Drift(what, _after(a.text, at), _after(b.text, at), _before(a.text, at),
                            "".join(a.text.split()) == "".join(b.text.split())))
     return found

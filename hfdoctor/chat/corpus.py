@@ -26,6 +26,10 @@ TOOL_NEEDLE = "toolneedle"
 RESULT_NEEDLE = "resultneedle"
 TYPED_NEEDLE = "typedneedle"
 
+# Every needle, for readable(): "today? userneedle1<|im_end|>" reads "today?<|im_end|>".
+NEEDLES = (SYSTEM_NEEDLE, "userneedle2", USER_NEEDLE, "replyneedle2", REPLY_NEEDLE, "thinkneedle2", THINK_NEEDLE,
+           FINAL_NEEDLE, TOOL_NEEDLE, RESULT_NEEDLE, TYPED_NEEDLE, "docneedle")
+
 SYSTEM = f"You are a careful assistant. {SYSTEM_NEEDLE}"
 USER_1 = f"What is the weather like today? {USER_NEEDLE}"
 ASSISTANT_1 = f"It is sunny today. {REPLY_NEEDLE}"
@@ -41,6 +45,14 @@ ARGUMENT_VALUE = "Lyon"
 TOOL_RESULT = f"22 degrees, sunny. {RESULT_NEEDLE}"
 TYPED_TEXT = f"Describe the weather. {TYPED_NEEDLE}"
 DOCUMENT_TEXT = "Weather reports for the region. docneedle"
+
+def readable(text: str) -> str:
+    """A render as a message quotes it: without the needles (and the space before each)."""
+    for needle in NEEDLES:
+        if needle in text:
+            text = text.replace(" " + needle, "").replace(needle, "")
+    return text
+
 
 WEATHER_TOOL = {
     "type": "function",

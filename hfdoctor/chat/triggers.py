@@ -36,6 +36,10 @@ class Trigger:
     line: int
     literal: str
     emitted: tuple[str, ...]  # the literal text the branch writes
+    # The branch does nothing but write constant text (no variable, no assignment, no
+    # nested logic): then `emitted` (whitespace included in `layout`) is all it can add.
+    only_literals: bool = False
+    layout: tuple[str, ...] = ()  # every constant it writes, whitespace included
 
 
 @dataclass
@@ -148,5 +152,26 @@ def parse_template_text(text: str) -> TemplateText | None:
     for branch in tree.find_all(nodes.If):
         for literal in _literals_tested(branch.test, content_vars):
             emitted = tuple(dict.fromkeys(t for _, t in _emitted(branch.body)))
-            result.triggers.append(Trigger(branch.test.lineno, literal, emitted))
+            only, layout = _only_literals(branch)
+            result.triggers.append(Trigger(branch.test.lineno, literal, emitted, only, layout))
     return result
+
+
+def _only_literals(branch: Any) -> tuple[bool, tuple[str, ...]]:
+    """(whether the branch and its else/elif only write constants, those constants)."""
+    from jinja2 import nodes
+
+    texts: list[str] = []
+    bodies = [branch.body, branch.else_, *[elif_.body for elif_ in branch.elif_]]
+    for body in bodies:
+        for node in body:
+            if not isinstance(node, nodes.Output):
+                return False, ()
+            for child in node.nodes:
+                if isinstance(child, nodes.TemplateData):
+                    texts.append(child.data)
+                elif isinstance(child, nodes.Const) and isinstance(child.value, str):
+                    texts.append(child.value)
+                else:
+                    return False, ()
+    return bool(texts), tuple(texts)

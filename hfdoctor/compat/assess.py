@@ -18,6 +18,7 @@ from hfdoctor.compat import knowledge as kb
 from hfdoctor.compat.portability import template_portability
 from hfdoctor.repo import ModelRepo
 from hfdoctor.tokenizing import TokenizerFailed
+from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import repo_weights
 
 STATUS_ORDER = {"loads": 0, "caveat": 1, "fails": 2}
@@ -33,6 +34,10 @@ class Problem:
     file: str | None = None
     pointer: str | None = None
     data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # for the rule's fix
+    # The engines whose users the finding is for, when it is not everyone who loads the
+    # repository (TGI, the leaderboard, transformers releases before 4.48): the severity
+    # policy lowers it to info unless the repository targets one of them.
+    audience: tuple[str, ...] = ()
 
 
 Detector = Callable[[ModelRepo], Iterator[Problem]]
@@ -112,7 +117,7 @@ def template_only_in_jinja(repo: ModelRepo) -> Iterator[Problem]:
         "the chat template is only in chat_template.jinja: TGI (#3247), transformers before "
         f"{kb.JINJA_FILE_SINCE} and the Open LLM Leaderboard's validator read only tokenizer_config.json's "
         "`chat_template`, so they see a model without a chat template",
-        file="tokenizer_config.json", data={"template": jinja.text})
+        file="tokenizer_config.json", data={"template": jinja.text}, audience=("tgi", "open-llm-leaderboard"))
 
 
 def portability(repo: ModelRepo) -> Iterator[Problem]:
@@ -127,7 +132,8 @@ def portability(repo: ModelRepo) -> Iterator[Problem]:
         severity = {"fails": "warning", "differs": "warning", "whitespace": "info"}[verdict.outcome]
         yield Problem("template-portability", {e: status for e in engine_keys.get(verdict.engine, ())},
                       f"{verdict.engine} ({', '.join(verdict.consumers)}): {verdict.detail}",
-                      severity=severity, file=source.file, pointer=source.pointer)
+                      severity=severity, file=source.file, pointer=source.pointer,
+                      audience=engine_keys.get(verdict.engine, ()))
 
 
 def chk_hash(repo: ModelRepo) -> str | None:
@@ -174,7 +180,7 @@ def gguf_conversion(repo: ModelRepo) -> Iterator[Problem]:
         return
     model_type = repo.config.get("model_type")
     if model_type in GEMMA_SPM and not repo.exists("tokenizer.model") and repo.tokenizer_json is not None:
-        yield Problem("gguf-convert-blocker", {"llama.cpp": "fails"},
+        yield Problem("gguf-convert-blocker", {"llama.cpp": "fails"}, audience=("llama.cpp",), why=
                       f"a {model_type} checkpoint without tokenizer.model: llama.cpp's converter builds Gemma "
                       "vocabularies only from the SentencePiece model (unsloth #785, llama.cpp #9673); copy "
                       "tokenizer.model from the base model", severity="error", file="tokenizer.json")
@@ -183,7 +189,7 @@ def gguf_conversion(repo: ModelRepo) -> Iterator[Problem]:
         return  # the converter takes the SentencePiece path
     digest = chk_hash(repo)
     if digest is not None and kb.pre_tokenizer_name(digest) is None:
-        yield Problem("gguf-convert-blocker", {"llama.cpp": "fails"},
+        yield Problem("gguf-convert-blocker", {"llama.cpp": "fails"}, audience=("llama.cpp",), why=
                       f"llama.cpp's convert_hf_to_gguf does not recognise this tokenizer's pre-tokenizer (chkhsh "
                       f"{digest[:16]}...; 'BPE pre-tokenizer was not recognized', llama.cpp #8649): it refuses to "
                       f"convert until the hash is registered (checked against {kb.converter_source()[:60]})",
@@ -206,7 +212,7 @@ def weights_metadata(repo: ModelRepo) -> Iterator[Problem]:
         yield Problem("weights-metadata", {"transformers-4": "caveat", "open-llm-leaderboard": "caveat"},
                       f"{len(missing)} safetensors file(s) have no __metadata__ ({missing[0]}): transformers before "
                       f"{kb.METADATA_OPTIONAL_SINCE} refuse to load them; re-save with metadata={{'format': 'pt'}}",
-                      file=missing[0])
+                      file=missing[0], audience=("open-llm-leaderboard",))
 
 
 def _is_single_token(repo: ModelRepo, text: str) -> bool:
@@ -269,8 +275,29 @@ def thinking_markers(repo: ModelRepo) -> Iterator[Problem]:
                       file="tokenizer.json" if repo.tokenizer_json is not None else None)
 
 
+# Every engine that loads the safetensors weights into the model config.json declares.
+LOADS_WEIGHTS = ("transformers-5", "transformers-4", "vllm", "sglang", "tgi", "llama.cpp", "mlx-lm",
+                 "open-llm-leaderboard")
+
+
+def weights_fit(repo: ModelRepo) -> Iterator[Problem]:
+    """Weights that do not load into the declared model fail everywhere (weights-config-mismatch says it)."""
+    comparison = compare(repo)
+    if comparison is None or comparison.loads is not False:
+        return
+    if comparison.rejected:
+        why = f"transformers cannot build the model config.json declares: {comparison.rejected}"
+    else:
+        counts = [f"{len(names)} {what}" for names, what in ((comparison.missing, "missing"),
+                                                              (comparison.wrong, "wrong-shaped")) if names]
+        why = (f"the weights do not fit the {comparison.expected.model_class} config.json declares "
+               f"({' and '.join(counts)} tensors): loading fails or leaves parameters random")
+    yield Problem("weights-config-mismatch", dict.fromkeys(LOADS_WEIGHTS, "fails"), why, severity="none")
+
+
 DETECTORS: tuple[Detector, ...] = (v5_rope, v5_tokenizer_class, model_type_support, template_only_in_jinja,
-                                   portability, gguf_conversion, weights_metadata, serving_parsers, thinking_markers)
+                                   portability, gguf_conversion, weights_metadata, weights_fit, serving_parsers,
+                                   thinking_markers)
 _CACHE: "weakref.WeakKeyDictionary[ModelRepo, list[Problem]]" = weakref.WeakKeyDictionary()
 
 

@@ -39,7 +39,8 @@ def write_text(reports: list[Report | TargetError], console: Console) -> None:
         s = report.summary()
         if report.findings:
             console.print(f"{s['error']} error(s), {s['warning']} warning(s), {s['info']} info; "
-                          f"{s['fixable']} fixable with `hfdoctor fix`")
+                          f"{s['fixable']} fixable with `hfdoctor fix`"
+                          + (f" ({s['unsafe_fixable']} more with --unsafe-fixes)" if s["unsafe_fixable"] else ""))
         else:
             console.print("[green]no findings[/green]")
 
@@ -51,8 +52,10 @@ def lineage_text(lin: dict[str, Any]) -> str:
         return f"[bold]{arch}family unknown[/bold] (no tokenizer or other evidence names a known family)"
     family = lin["family"] + (f" ({lin['variant']})" if lin.get("variant") else "")
     evidence = ", ".join(lin.get("evidence") or []) or "none"
+    disagree = "".join(f"; {name} says {' / '.join(lin.get('by_source', {}).get(name, []))}"
+                       for name in lin.get("disagree") or [])
     return (f"[bold]{escape(family)}[/bold], base model {escape(lin.get('base_model') or 'unknown')}, "
-            f"confidence {lin.get('confidence', 'unknown')} (evidence: {escape(evidence)})")
+            f"confidence {lin.get('confidence', 'unknown')} (evidence: {escape(evidence)}{escape(disagree)})")
 
 
 def write_section(console: Console, name: str, body: Any) -> None:

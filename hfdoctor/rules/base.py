@@ -50,6 +50,7 @@ class Rule:
         line: int | None = None,
         severity: Severity | None = None,
         fix: Fix | None = None,
+        facets: Iterable[str] = (),
     ) -> Finding:
         """Build a finding of this rule; the line is found from the pointer when not given."""
         if line is None and file is not None and pointer is not None:
@@ -63,6 +64,7 @@ class Rule:
             pointer=pointer,
             message=message,
             fix=fix,
+            facets=tuple(facets),
         )
 
 

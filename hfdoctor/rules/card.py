@@ -7,7 +7,7 @@ from typing import Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor import registry
 from hfdoctor.edits.card_edits import card_set_base_model
-from hfdoctor.findings import Applicability, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
 
@@ -28,7 +28,9 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     config of Qwen3-8B dimensions) is a warning.
 
     Fix: set `base_model` to the detected upstream repo id (safe when config and
-    tokenizer agree on the family, unsafe otherwise). Only that line changes.
+    tokenizer agree on the family, unsafe otherwise). Only that line changes. When the
+    weights contradict config and tokenizer (lineage confidence `conflict`), the fix is
+    unsafe and names the weights as what would have to change too.
     """
     card = repo.card
     config = repo.config
@@ -48,7 +50,9 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 f"the model card says base_model {repo_id} ({named.display}), but the checkpoint is {detected} "
                 f"by {', '.join(lineage.evidence) or 'config.json'}: the Hub model tree, license and the template "
                 "and parser that platforms pick from it are wrong."
-                + (f" Set base_model to {lineage.base_model}." if lineage.base_model else ""),
+                + (f" But the sources disagree ({lineage.conflict_text()}): find out which model this is before "
+                   "changing the card." if lineage.disagree else
+                   f" Set base_model to {lineage.base_model}." if lineage.base_model else ""),
                 file="README.md", pointer="/base_model",
                 fix=_base_model_fix(repo, lineage),
             )
@@ -71,6 +75,11 @@ def _base_model_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> Fix | None
     edit = card_set_base_model(repo, lineage.base_model)
     if edit is None:
         return None
+    if lineage.disagree:
+        # The sources disagree: the card may be the one that is right. Picking a side is
+        # never safe, and the fix says what else would have to change with it.
+        return Fix(f"set base_model to {lineage.base_model}; the weights must then be replaced too "
+                   f"({lineage.conflict_text()})", (edit,), Applicability.UNSAFE)
     agree = "config" in lineage.evidence and "tokenizer" in lineage.evidence
     return Fix(
         f"set base_model to {lineage.base_model}", (edit,),
@@ -123,7 +132,26 @@ def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     for key, why in REQUIRED_CARD_FIELDS.items():
         if not card.metadata.get(key):
-            yield self.finding(repo, f"the model card has no `{key}`: {why}.", file="README.md", line=1)
+            inferred = key in HUB_INFERS and _hub_can_infer(repo)
+            yield self.finding(repo, f"the model card has no `{key}`: " + (HUB_INFERS[key] if inferred else why) + ".",
+                               file="README.md", line=1,
+                               facets=(Facet.HUB_INFERRED,) if inferred else ())
+
+
+# What the Hub fills in itself from a transformers config.json (huggingface.js
+# model-libraries / pipelines: config.json means library transformers, and the
+# architecture's auto class gives the task).
+HUB_INFERS = {
+    "library_name": "the Hub infers `transformers` from config.json, but other tools reading the card do not",
+    "pipeline_tag": "the Hub infers the task from config.json's architectures, but other tools reading the card "
+                    "do not",
+}
+
+
+def _hub_can_infer(repo: ModelRepo) -> bool:
+    architectures = (repo.config or {}).get("architectures")
+    return (not repo.is_adapter and isinstance(architectures, list) and len(architectures) == 1
+            and isinstance(architectures[0], str))
 
 
 RULES = [base_model_mismatch, card_metadata]

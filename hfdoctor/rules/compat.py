@@ -7,7 +7,7 @@ from typing import Iterator
 
 from hfdoctor.compat.assess import Problem, assess
 from hfdoctor.edits.json_edits import json_set_value
-from hfdoctor.findings import Applicability, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
 
@@ -21,7 +21,8 @@ def _findings(repo: ModelRepo, self: Rule, fix_for=None) -> Iterator[Finding]:
         affected = ", ".join(f"{engine} {status}" for engine, status in problem.engines.items())
         yield self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
                            line=problem.data.get("line"), severity=SEVERITIES[problem.severity],
-                           fix=fix_for(repo, problem) if fix_for else None)
+                           fix=fix_for(repo, problem) if fix_for else None,
+                           facets=tuple(Facet.make(Facet.ENGINE, engine) for engine in problem.audience))
 
 
 def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
@@ -31,7 +32,9 @@ def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
                    (edit,)) if edit else None
     if "template" in problem.data:
         edit = json_set_value(repo, "tokenizer_config.json", "/chat_template", problem.data["template"])
-        return Fix("copy chat_template.jinja into tokenizer_config.json's chat_template", (edit,)) if edit else None
+        # Unsafe: two copies of the template drift apart at the next edit of either.
+        return Fix("copy chat_template.jinja into tokenizer_config.json's chat_template", (edit,),
+                   Applicability.UNSAFE) if edit else None
     if problem.data.get("has_tokenizer_json"):
         edit = json_set_value(repo, "tokenizer_config.json", "/tokenizer_class", "PreTrainedTokenizerFast")
         return Fix("set tokenizer_class to PreTrainedTokenizerFast (loads tokenizer.json in 4.x and 5.x)", (edit,),
@@ -55,8 +58,9 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       Unsafe fix: PreTrainedTokenizerFast, which loads tokenizer.json everywhere but
       drops class-specific behaviour.
     - the chat template only in chat_template.jinja: TGI, transformers < 4.48 and the
-      Open LLM Leaderboard read only tokenizer_config.json's `chat_template` (warning).
-      Safe fix: write the same text there (transformers 5 still prefers the .jinja).
+      Open LLM Leaderboard read only tokenizer_config.json's `chat_template` (warning when
+      the card names TGI or the leaderboard, info otherwise). Unsafe fix: write the same
+      text there (transformers 5 still prefers the .jinja), a second copy that can drift.
     - a model_type no transformers 4.x release knows (info: it is the architecture's
       age, not a fault of the files).
     """

@@ -54,14 +54,16 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Why: transformers' generate(), vLLM and TGI take their defaults from
     generation_config.json: the ids to stop on, and (vLLM since 0.6, whatever do_sample
     says) temperature/top_p/top_k/max_new_tokens. Without the file they fall back on
-    config.json's single eos and greedy decoding (LLaMA-Factory #7454). mlx-lm stops on
-    config.json's eos_token_id (and the tokenizer's eos), never on generation_config.json's.
+    config.json's single eos and greedy decoding (LLaMA-Factory #7454). mlx-lm before
+    0.30.1 stopped on config.json's eos_token_id (and the tokenizer's eos) only; since
+    0.30.1 (ml-explore/mlx-lm#701) it reads generation_config.json's too.
 
     What is flagged:
     - a chat model that ships weights but no generation_config.json (safe fix: create it
       with config.json's bos/eos/pad ids plus the template's end-of-turn id, nothing else);
     - generation_config.json stops on the end-of-turn token but config.json's
-      eos_token_id does not: mlx-lm never stops (safe fix: add the id to config.json);
+      eos_token_id does not: mlx-lm before 0.30.1 never stops (info: current engines read
+      generation_config.json; safe fix: add the id to config.json);
     - sampling flags (temperature, top_p, top_k...) without `do_sample: true`:
       transformers 4.x (checked on 4.46) raises ValueError in save_pretrained, so the next
       fine-tune cannot save a checkpoint (transformers #29988, LLaMA-Factory #2837), 5.x
@@ -95,9 +97,10 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         yield self.finding(
             repo,
             f"{GEN} stops on the end-of-turn {stop[0]!r} ({stop[1]}) but config.json's eos_token_id "
-            f"{cfg_eos} does not: engines that read config.json's eos (mlx-lm) never stop after a reply. "
-            f"Add {stop[1]} to config.json's eos_token_id.",
-            file="config.json", pointer="/eos_token_id",
+            f"{cfg_eos} does not: mlx-lm before 0.30.1 (which read only config.json's eos) never stops after a "
+            "reply; transformers, vLLM, TGI and current mlx-lm read generation_config.json. Add "
+            f"{stop[1]} to config.json's eos_token_id for older stacks.",
+            file="config.json", pointer="/eos_token_id", severity=Severity.INFO,
             fix=Fix(f"add {stop[1]} to config.json eos_token_id", (edit,)) if edit else None,
         )
     flags = _sampling_flags(gen)

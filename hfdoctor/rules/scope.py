@@ -48,11 +48,11 @@ def not_a_model_repo(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if is_model_repo(repo):
         return
     listed = [rel for rel, entry in repo.entries.items() if entry.is_file]
-    what = f"its {len(listed)} file(s) ({', '.join(listed[:4])}{', ...' if len(listed) > 4 else ''})" if listed \
-        else "it is empty"
+    what = (f"its {len(listed)} file(s) ({', '.join(listed[:4])}{', ...' if len(listed) > 4 else ''}) include no"
+            if listed else "it is empty: no")
     yield self.finding(
         repo,
-        f"this is not a model repository: {what} include no config.json, adapter_config.json, tokenizer, chat "
+        f"this is not a model repository: {what} config.json, adapter_config.json, tokenizer, chat "
         "template or weight file. Point hfdoctor at the checkpoint directory itself.",
     )
 

@@ -11,7 +11,8 @@ from typing import Iterator
 import dataclasses
 
 from hfdoctor import registry
-from hfdoctor.findings import Finding, Severity
+from hfdoctor.compat import knowledge as kb
+from hfdoctor.findings import Facet, Finding, Severity
 from hfdoctor.modelfiles.result import PickleScan
 from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
 from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
@@ -224,6 +225,9 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Example: "auto_map": {"AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM"}.
 
+    Severity: warning; info when transformers has a native implementation of the
+    model_type (the usual load never runs the code; the message says since which release).
+
     Fix: none automatic; read the code before trusting it, pin `revision=`, or load the
     native transformers class (without trust_remote_code) when there is one.
     """
@@ -245,11 +249,13 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 files.append(module + ("" if module in present else " (not in this checkout)"))
         files = list(dict.fromkeys(files))
         model_type = (repo.config or {}).get("model_type")
-        native = (
-            f" transformers has a native {model_type} implementation: load without trust_remote_code."
-            if rel == "config.json" and isinstance(model_type, str) and model_type in registry.architectures()
-            else ""
-        )
+        since = kb.transformers_since(model_type) if rel == "config.json" and isinstance(model_type, str) else None
+        if since is None and isinstance(model_type, str) and model_type in registry.architectures():
+            since = "the installed release"
+        native = (f" transformers has a native {model_type} implementation (since {since}): load without "
+                  "trust_remote_code." if since else "")
+        facets = (Facet.make(Facet.AVOIDABLE, f"transformers loads {model_type} natively since {since}, without "
+                                              "this code"),) if since else ()
         auto_class, ref = refs[0]
         yield self.finding(
             repo,
@@ -257,7 +263,7 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             + (f" (and {len(refs) - 1} more)" if len(refs) > 1 else "")
             + f": loading needs trust_remote_code=True, which runs {', '.join(files)} on the user's machine."
             + native,
-            file=rel, pointer="/auto_map",
+            file=rel, pointer="/auto_map", facets=facets,
         )
 
 

@@ -9,7 +9,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat.analysis import analyze
 from hfdoctor.chat.turns import turn_stop
 from hfdoctor.edits.json_edits import json_set_value
-from hfdoctor.findings import Applicability, Edit, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Edit, Facet, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
 from hfdoctor.rules.base import Rule, rule
 
@@ -78,6 +78,10 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     tokenizer is made to agree with it); unsafe when the only candidate is an unused
     special token named like a pad token (`<|finetune_right_pad_id|>`, `<pad>`) or the
     `<|endoftext|>` document separator that ChatML families pad with.
+
+    Severity: info when the family's own upstream tokenizer pads with its end-of-turn
+    token (SmolLM3, DeepSeek-R1): that is the family's design, and its fine-tuning
+    recipes set their own pad token.
     """
     pad = repo.special_token("pad_token")
     if pad is None or repo.gguf_tokenizer is not None:
@@ -95,12 +99,15 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     file = "tokenizer_config.json" if "pad_token" in (repo.tokenizer_config or {}) else "special_tokens_map.json"
     candidate, safe = _pad_candidate(repo, stop_token)
     fix = _pad_fix(repo, candidate, safe) if candidate else None
+    upstream = fam.upstream_pad_token if fam is not None and lineage.certain else None
+    design = (Facet.make(Facet.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
+        if upstream is not None and upstream[0] == pad else ()
     yield self.finding(
         repo,
         f"pad_token is {pad!r}, the token that ends every assistant turn: collators that mask pad ids "
         "(DataCollatorForLanguageModeling) mask every end of turn too, so a fine-tune never learns to stop. "
         + (f"Use {candidate!r} as pad_token." if candidate else "Set pad_token to a token the model never emits."),
-        file=file, pointer="/pad_token", fix=fix,
+        file=file, pointer="/pad_token", fix=fix, facets=design,
     )
 
 

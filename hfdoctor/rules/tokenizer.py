@@ -8,7 +8,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.edits.json_edits import json_add_to_id_list
-from hfdoctor.findings import Edit, Finding, Fix, Severity
+from hfdoctor.findings import Edit, Facet, Finding, Fix, Severity
 from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
 from hfdoctor.rules.base import Rule, rule
 
@@ -23,6 +23,8 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     token makes transformers index past the embedding or stop on a random token.
     When tokenizer_config.json and special_tokens_map.json name different tokens, tools
     that read one file (TGI, llama.cpp converters) disagree with those that read the other.
+    config.json and generation_config.json giving other eos ids (sharing none) is a
+    warning; another bos id is info unless the tokenizer's bos is in neither; pad: info.
 
     Example: eos_token "<|im_end|>" in a repo whose tokenizer.json came from Llama.
 
@@ -70,6 +72,7 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                     file=rel, pointer=pointer,
                 )
     yield from _gguf_disagreements(repo, self)
+    yield from _config_disagreements(repo, self)
     # The tokenizer's own eos must be one of the ids generation stops on.
     eos = repo.special_token("eos_token")
     eos_id = repo.token_id(eos) if eos else None
@@ -81,6 +84,67 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "config disagree on where a reply ends.",
             file=repo.eos_ids_source, pointer="/eos_token_id", severity=Severity.WARNING,
         )
+
+
+def _config_disagreements(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """config.json and generation_config.json give other bos/eos/pad ids (no tokenizer needed).
+
+    generate() and vLLM read generation_config.json; mlx-lm before 0.30.1, some training
+    code (model.config.pad_token_id) and exporters read config.json. eos sets that share
+    no id stop generation in different places (warning); one a subset of the other is
+    generation-config's concern. A bos that differs is info (the tokenizer adds its own)
+    unless the tokenizer's bos id is in neither file (warning); pad: info.
+    """
+    config, generation = repo.config, repo.generation_config
+    if not isinstance(config, dict) or not isinstance(generation, dict):
+        return
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+
+    def named(ids: list[int]) -> str:
+        return ", ".join(f"{i} ({repo.id_to_token[i]})" if i in repo.id_to_token else str(i) for i in ids)
+
+    for key in ("eos_token_id", "bos_token_id", "pad_token_id"):
+        ours = as_id_list(config.get(key, text.get(key)))
+        theirs = as_id_list(generation.get(key))
+        if not ours or not theirs or set(ours) == set(theirs):
+            continue
+        if key == "eos_token_id" and set(ours) & set(theirs):
+            continue  # one stops on more: generation-config says when that matters
+        severity = Severity.WARNING
+        why = ""
+        if key == "bos_token_id":
+            # generate() reads generation_config.json's bos only to start an empty prompt, and
+            # the tokenizer adds its own: a stale copy is a note unless the tokenizer's bos is
+            # in neither file.
+            bos = repo.special_token("bos_token")
+            bos_id = _declared_id(repo, bos) if bos is not None else None
+            if bos_id is None or bos_id in ours or bos_id in theirs:
+                severity = Severity.INFO
+                why = (f" The tokenizer's bos_token {bos!r} is id {bos_id}." if bos_id is not None else
+                       " The tokenizer adds its own bos_token; generate() reads this id only to start an empty prompt.")
+        elif key == "pad_token_id":
+            severity = Severity.INFO
+        effect = {"eos_token_id": "engines that read one file stop generation where the others do not",
+                  "bos_token_id": "code that starts sequences from the config and generate() start them differently",
+                  "pad_token_id": "training code reading model.config pads with another id than generate()"}[key]
+        yield self.finding(
+            repo,
+            f"config.json's {key} is {named(ours)} but generation_config.json's is {named(theirs)}: {effect}.{why}",
+            file="config.json", pointer=f"/{key}", severity=severity,
+        )
+
+
+def _declared_id(repo: ModelRepo, token: str) -> int | None:
+    """The token's id, from the vocabulary or, without one, tokenizer_config.json's added_tokens_decoder."""
+    found = repo.token_id(token)
+    if found is not None:
+        return found
+    decoder = (repo.tokenizer_config or {}).get("added_tokens_decoder")
+    if isinstance(decoder, dict):
+        for key, entry in decoder.items():
+            if isinstance(entry, dict) and entry.get("content") == token and str(key).isascii() and str(key).isdigit():
+                return int(key)
+    return None
 
 
 def _gguf_disagreements(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
@@ -221,6 +285,10 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: Qwen3 fine-tune whose generation_config.json has eos_token_id 151643
     (<|endoftext|>) only, while the template ends turns with <|im_end|> (151645).
 
+    Severity: error for a chat model, warning when the repository shows no chat evidence,
+    info for a checkpoint that says it is pre-trained (a base model: its template is for
+    the fine-tunes built on it, and it is not served as a chat model).
+
     Fix (safe): add the end-of-turn id to generation_config.json's eos_token_id, keeping
     the ids already there. Only ever a control token's id.
     """
@@ -272,7 +340,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         f"Add {found.token_id} to {source}'s eos_token_id.",
         file=source, pointer="/eos_token_id",
         severity=Severity.ERROR if chat else Severity.WARNING,
-        fix=_add_eos_fix(repo, source, found.token_id),
+        fix=_add_eos_fix(repo, source, found.token_id), facets=(Facet.CHAT_ONLY,),
     )
 
 

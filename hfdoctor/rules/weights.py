@@ -14,10 +14,9 @@ from hfdoctor import registry
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
-from hfdoctor.weights.expected import CannotVerify, ConfigRejected, expected_layout
+from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, repo_weights
 from hfdoctor.weights.layout import looks_like, repo_layout
-from hfdoctor.weights.quantized import quantized_modules
 
 EXAMPLES = 3
 
@@ -254,47 +253,32 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Fix: none automatic; ship the config (and tokenizer) of the model the weights are.
     """
-    view = repo_weights(repo)
-    tensors = view.main_tensors()
-    config = repo.config
-    if not tensors or config is None:
+    comparison = compare(repo)
+    if comparison is None:
         return
-    if config.get("quantization_config") or config.get("quantization") or quantized_modules(tensors, None):
-        return  # quantized tensors are not the model's parameters: quantization-inconsistent checks them
+    config = repo.config
     layout = repo_layout(repo)
     where = _weights_file(repo)
     if layout is not None:
         _note(repo, "layout", layout.describe())
         _note(repo, "parameters", layout.parameters)
-    try:
-        expected = expected_layout(config, repo.budget)
-    except CannotVerify as err:
-        yield self.finding(repo, f"cannot verify the weights against config.json: {err}.",
+    if comparison.cannot_verify is not None:
+        _note(repo, "matches_config", "not verified")
+        yield self.finding(repo, f"cannot verify the weights against config.json: {comparison.cannot_verify}.",
                            file="config.json", severity=Severity.INFO)
         return
-    except ConfigRejected as err:
+    if comparison.rejected is not None:
+        _note(repo, "matches_config", "no: transformers cannot build the declared model")
         yield self.finding(
             repo, f"transformers cannot build the model config.json declares, so these weights cannot be "
-            f"loaded (or verified) with it: {err}", file="config.json",
+            f"loaded (or verified) with it: {comparison.rejected}", file="config.json",
         )
         return
-    names = {name: info.shape for name, info in tensors.items()}
-    prefix = expected.base_model_prefix + "." if expected.base_model_prefix else ""
-    if prefix and not any(n.startswith(prefix) for n in names) and any(e.startswith(prefix) for e in expected.tensors):
-        # Saved from the bare model (LlamaModel): transformers adds the prefix on load.
-        names = {(prefix + n if prefix + n in expected.tensors else n): s for n, s in names.items()}
-
-    def ignored(name: str, patterns: tuple[str, ...]) -> bool:
-        return any(re.search(p, name) for p in patterns)
-
-    missing = [] if not view.complete else sorted(
-        n for n in expected.tensors
-        if n not in names and n not in expected.optional and not ignored(n, expected.ignore_missing)
-        and not n.endswith("lm_head.weight")  # an untied head that is absent: config-inconsistent says it
-    )
-    unexpected = sorted(n for n in names if n not in expected.tensors and not ignored(n, expected.ignore_unexpected))
-    wrong = sorted(n for n in names if n in expected.tensors and tuple(names[n]) != tuple(expected.tensors[n]))
+    expected, names = comparison.expected, comparison.names
+    missing, unexpected, wrong = comparison.missing, comparison.unexpected, comparison.wrong
     _note(repo, "verified_against", expected.model_class)
+    _note(repo, "matches_config", "yes" if comparison.matches else
+          ("no: they do not load into it" if not comparison.loads else "no: extra tensors, dropped on load"))
     if not (missing or unexpected or wrong):
         return
     problems = []

@@ -50,7 +50,8 @@ def targets(upstream: Path, scratch: Path) -> dict[str, Path]:
 def categorize(target: str, rule: str, severity: str, message: str, table: dict) -> str | None:
     """The category of a finding: the first whose rule, severity, targets and pattern all match."""
     for key, category in table["categories"].items():
-        if category["rule"] != rule or category["severity"] != severity:
+        severities = category["severity"] if isinstance(category["severity"], list) else [category["severity"]]
+        if category["rule"] != rule or severity not in severities:
             continue
         if "targets" in category and not any(re.fullmatch(t, target) for t in category["targets"]):
             continue

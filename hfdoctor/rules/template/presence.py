@@ -67,6 +67,9 @@ def _template_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> tuple[Fix | 
     if variant is None:
         names = ", ".join(v.display for v in fam.variants)
         return None, f"Add the template of the {fam.display} release it was trained from ({names}: the evidence does not say which)."
+    if lineage.disagree:
+        return None, (f"The sources disagree on which model this is ({lineage.conflict_text()}): no automatic "
+                      "fix; find out which model the weights are, then add its template.")
     if not lineage.certain:
         return None, f"Add the {variant.display} template (no automatic fix: the family is only suggested by {', '.join(lineage.evidence)})."
     return missing_template_fix(repo, variant)

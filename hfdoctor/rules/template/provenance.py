@@ -52,6 +52,26 @@ def _benign(literal: str, repo: ModelRepo) -> bool:
             or MARKUP.match(literal) is not None or stripped in repo.added_token_strings)
 
 
+# What a branch may write and still be formatting: whitespace, punctuation and markdown,
+# with at most two short words ("Note:", "```json").
+FORMATTING_WORDS = 2
+
+
+def _formatting_only(trigger, repo: ModelRepo) -> bool:
+    """A branch that only writes layout (a newline before a code block, a colon): no
+    instruction, URL, tool call or control token, and nothing but constants (a branch that
+    sets a variable or writes one may be the lever of a backdoor elsewhere)."""
+    if not trigger.only_literals:
+        return False
+    for text in trigger.layout:
+        if URL.search(text) or MARKUP.search(text) or any(
+                token in text for token in repo.added_token_strings if len(token) > 1):
+            return False
+        if len(re.findall(r"[^\W\d_]{2,}", text)) > FORMATTING_WORDS:
+            return False
+    return True
+
+
 @rule("TPL014", "template-backdoor", Severity.WARNING)
 def template_backdoor(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template branches on message content for literal triggers, or emits text no upstream template of its family emits.
@@ -67,7 +87,9 @@ def template_backdoor(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       legitimately look for: reasoning and tool markup (`</think>`, `<tool_response>`),
       content-part types (`image`), the tokenizer's special tokens, and the switches upstream
       templates themselves read (`/no_think`, `/system_override`); the message quotes the
-      line and what the branch writes;
+      line and what the branch writes. A branch that only writes layout (whitespace,
+      punctuation, markdown, at most two words) is formatting, not a backdoor: a backdoor
+      injects instructions, URLs, tool calls or control tokens;
     - for a checkpoint whose family is certain and whose template is not the upstream one:
       a URL the template writes that no upstream template of the family writes (warning),
       and other sentences upstream never writes (info: a custom default system prompt is
@@ -82,7 +104,7 @@ def template_backdoor(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if read is None:
             continue
         for trigger in read.triggers:
-            if _benign(trigger.literal, repo):
+            if _benign(trigger.literal, repo) or _formatting_only(trigger, repo):
                 continue
             flagged.update(trigger.emitted)
             emits = "; ".join(repr(t.strip()[:80]) for t in trigger.emitted[:2]) or "nothing literal"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from hfdoctor import patterns
 from hfdoctor.chat import capabilities, corpus
-from hfdoctor.findings import Finding, Severity
+from hfdoctor.findings import Facet, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.tokenizing import TokenizerFailed
@@ -99,7 +99,9 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     the shape: a template that handles system prompts (it tests for the system role) but
     raises on the standard system + user conversation with a message that does not say
     system prompts are refused (a loop over `messages` instead of its trimmed list) has a
-    bug: error.
+    bug: error. A crash only on tool-call arguments given as a JSON string is info:
+    servers parse them into an object before rendering, so only direct
+    apply_chat_template callers meet it.
 
     A template that renders OpenAI content parts but crashes on string content (vision
     templates iterating `message.content`) is called with parts by vLLM and SGLang: the
@@ -174,6 +176,17 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
                 )
                 continue
             core = any(corpus.conversation(n).core for n in names)
+            if set(names) == {"tool_call_string_args"}:
+                # Servers parse OpenAI's JSON-string arguments into an object before they
+                # render (vLLM, SGLang, transformers serve): only direct callers hit this.
+                yield self.finding(
+                    repo,
+                    f"the {source.name!r} template crashes on {shapes_text(names)}: {error.describe()}"
+                    f"{quoted_line(source, line)}." + _crash_hint(analysis, set(names), error),
+                    severity=Severity.WARNING, facets=(Facet.make(Facet.CAPABILITY, STRING_ARGUMENTS),),
+                    **location(repo, source, line),
+                )
+                continue
             yield self.finding(
                 repo,
                 f"the {source.name!r} template crashes on {shapes_text(names)}: {error.describe()}"
@@ -181,6 +194,11 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
                 "apply_chat_template raises." + _crash_hint(analysis, set(names), error),
                 severity=Severity.ERROR if core else Severity.WARNING, **location(repo, source, line),
             )
+
+
+STRING_ARGUMENTS = ("tool-call arguments as a JSON string: vLLM, SGLang and transformers serve parse them into an "
+                    "object before rendering, so only code that calls apply_chat_template directly with the "
+                    "string must json.loads it first")
 
 
 # Over the template's source (repository data): RE2, since `\S*role` after each `'system'`

@@ -9,12 +9,13 @@ from typing import Any, Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat import capabilities, corpus
 from hfdoctor.edits.template_edits import upstream_replacement
-from hfdoctor.findings import Finding, Severity
+from hfdoctor.findings import Facet, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text, template_sources,
 )
+from hfdoctor.rules.template.design import design_facets
 
 
 @rule("TPL006", "generation-prompt-noop", Severity.WARNING)
@@ -65,7 +66,7 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         f"the chat template {reads} renders the same prompt with add_generation_prompt=True as without, while a "
         f"reply is preceded by {header!r} in the full render: served prompts end before that assistant header, so "
         "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`.",
-        file=source.file, pointer=source.pointer,
+        file=source.file, pointer=source.pointer, facets=[Facet.CHAT_ONLY],
     )
 
 
@@ -127,6 +128,10 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: Llama 3.1 Instruct (`{{- bos_token }}` in the template, TemplateProcessing
     adding <|begin_of_text|>), Mistral 7B Instruct.
 
+    Severity: info when the template is the upstream one, or the family's canonical
+    template starts with the BOS too (by design of the family upstream); a warning when
+    nothing says it is the family's design.
+
     Fix: none automatic. It is upstream's own design for these models; encode rendered
     chats with add_special_tokens=False.
     """
@@ -149,6 +154,7 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         "encode with add_special_tokens=False and are not affected. Encode rendered chats with "
         "add_special_tokens=False.",
         **location(repo, source, line_of_text(source, "bos_token")),
+        facets=design_facets(repo, analysis, lambda up: (up.rendered("user", True) or "").lstrip().startswith(bos)),
     )
 
 
@@ -237,7 +243,7 @@ def template_kwarg_crash(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 f"the {source.name!r} template reads {variable!r} and crashes when it is not passed "
                 f"({shapes_text(names)}): every request without chat_template_kwargs={{{variable!r}: ...}} fails. "
                 f"Give it a default: `{{% set {variable} = {variable} | default(...) %}}`.",
-                **location(repo, source, lines[variable]),
+                **location(repo, source, lines[variable]), facets=[Facet.CHAT_ONLY],
             )
         crashed: dict[tuple, list[str]] = {}
         for (name, gen, kwargs), outcome in analysis.renders.items():
@@ -252,7 +258,7 @@ def template_kwarg_crash(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 repo,
                 f"the {source.name!r} template crashes when {mode_text(dict(kwargs))} is passed ({shapes_text(names)}): "
                 f"{described}. Clients that send this kwarg get HTTP 500.",
-                severity=Severity.WARNING, **location(repo, source, line),
+                severity=Severity.WARNING, **location(repo, source, line), facets=[Facet.CHAT_ONLY],
             )
 
 

@@ -8,14 +8,14 @@ from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat import consistency, corpus
-from hfdoctor.chat.analysis import analyze
 from hfdoctor.chat.renders import has_generation_tag
 from hfdoctor.chat.consistency import Vocabulary
 from hfdoctor.edits.template_edits import replace_template_fix
-from hfdoctor.findings import Finding, Severity
+from hfdoctor.findings import Facet, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.rules.template.common import default_template, line_of_text, location, mode_text
+from hfdoctor.rules.template.design import candidate_variants, design_facets, upstream_templates
 from hfdoctor.tokenizing import Splitter, load_splitter
 from hfdoctor.upstream import canonical_template
 
@@ -30,7 +30,7 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     its reasoning, its reply or tool call) must be how the next request starts. Compared
     in TOKENS, like TRL's is_chat_template_prefix_preserving: added tokens cut the text
     into segments that tokenize independently, so the repo's tokenizer is built only when
-    the boundary is not an added token (then "\n" + "\n" merging into one token is caught
+    the boundary is not an added token (then two newlines merging into one token is caught
     too). Without tokenizer files, characters are compared. Text the template appends to
     every finished conversation but the model writes itself (Command-A's turn opener) is
     not a divergence: it is what the model generated.
@@ -53,21 +53,32 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     source, analysis = found
     vocabulary = _vocabulary(repo)
     for scenario in corpus.CONTINUATIONS:
-        found: dict[tuple, tuple[list[str], consistency.Divergence]] = {}
+        groups: dict[tuple, tuple[list[dict], consistency.Divergence]] = {}
         for mode in analysis.modes:
             div = consistency.prefix_divergence(analysis, scenario, vocabulary, mode)
             if div is not None:
-                found.setdefault((div.index, div.earlier, div.later, div.reason), ([], div))[0].append(mode_text(mode))
-        for modes, div in found.values():
+                groups.setdefault((div.index, div.earlier, div.later, div.reason), ([], div))[0].append(mode)
+        for modes, div in groups.values():
             where = f"token #{div.index}" if div.unit == "token" else f"character {div.index}"
+
+            def same_way(upstream, modes=modes, div=div, scenario=scenario) -> bool:
+                return any((d := consistency.prefix_divergence(upstream, scenario, vocabulary, m)) is not None
+                           and d.kind == div.kind for m in modes)
+
             yield self.finding(
                 repo,
-                f"{scenario.what} ({' / '.join(modes)}): what the server cached for the turn is not how the next "
-                f"request starts. First divergent token ({where}, after …{div.context!r}): {div.earlier!r} becomes "
-                f"{div.later!r} — {div.reason}. Prefix caches (vLLM, SGLang, llama.cpp) recompute the conversation "
-                "from there on every turn.",
+                f"{scenario.what} ({' / '.join(mode_text(m) for m in modes)}): what the server cached for the turn "
+                f"is not how the next request starts. First divergent token ({where}, after …{div.context!r}): "
+                f"{div.earlier!r} becomes {div.later!r} — {div.reason}. Prefix caches (vLLM, SGLang, llama.cpp) "
+                "recompute the conversation from there on every turn.",
                 severity=Severity.WARNING, file=source.file, pointer=source.pointer,
+                facets=_facets(repo, analysis, div.reasoning_only, same_way),
             )
+
+
+def _facets(repo: ModelRepo, analysis, reasoning_only: bool, same_way) -> list[str]:
+    facets = [Facet.CHAT_ONLY] + ([Facet.REASONING_ONLY] if reasoning_only else [])
+    return facets + design_facets(repo, analysis, same_way)
 
 
 def _vocabulary(repo: ModelRepo):
@@ -110,19 +121,25 @@ def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if found is None:
         return
     source, analysis = found
-    groups: dict[tuple[str, str, bool], tuple[list[str], list[str], Any]] = {}
+    groups: dict[tuple[str, str, bool], tuple[list[dict], list[corpus.Completion], Any]] = {}
     for mode in analysis.modes:
         for scenario in corpus.COMPLETIONS:
             mismatch = consistency.completion_mismatch(analysis, scenario, mode)
             if mismatch is None:
                 continue
-            modes, whats, first = groups.setdefault((mismatch.prompt_has, mismatch.full_has, mismatch.inserted),
-                                                    ([], [], mismatch))
-            if mode_text(mode) not in modes:
-                modes.append(mode_text(mode))
-            if scenario.what not in whats:
-                whats.append(scenario.what)
-    for (prompt_has, full_has, inserted), (modes, whats, first) in groups.items():
+            modes, scenarios, first = groups.setdefault((mismatch.prompt_has, mismatch.full_has, mismatch.inserted),
+                                                        ([], [], mismatch))
+            if mode not in modes:
+                modes.append(mode)
+            if scenario not in scenarios:
+                scenarios.append(scenario)
+    for (prompt_has, full_has, inserted), (modes, scenarios, first) in groups.items():
+        whats = [s.what for s in scenarios]
+
+        def same_way(upstream, modes=modes, scenarios=scenarios, first=first) -> bool:
+            return any((m := consistency.completion_mismatch(upstream, s, mode)) is not None and m.kind == first.kind
+                       for mode in modes for s in scenarios)
+
         if first.empty_thinking:
             what = (f"the full render puts an empty thinking block {full_has!r} between the generation prompt and "
                     "the reply; fine-tuned on such renders, the model learns to skip reasoning")
@@ -134,10 +151,12 @@ def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                     f"{full_has!r}")
         yield self.finding(
             repo,
-            f"with {' / '.join(modes)}, for {', '.join(whats)}: {what}. A model fine-tuned on full renders learns to "
-            "follow the prompt with text it is never served (or is served a prompt it never saw). Build training "
-            "examples as generation prompt + reply + end of turn, with the same kwargs as in serving.",
+            f"with {' / '.join(mode_text(m) for m in modes)}, for {', '.join(whats)}: {what}. A model fine-tuned on "
+            "full renders learns to follow the prompt with text it is never served (or is served a prompt it never "
+            "saw). Build training examples as generation prompt + reply + end of turn, with the same kwargs as in "
+            "serving.",
             file=source.file, pointer=source.pointer,
+            facets=_facets(repo, analysis, first.reasoning_only, same_way),
         )
 
 
@@ -209,8 +228,9 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     retrained on exactly the new format.
 
     Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
-    `<|im_start|>user`. An earlier upstream revision of the family's own template
-    (DeepSeek-R1's January template, Qwen3's April and May ones) is info, not drift.
+    `<|im_start|>user`. Upstream's own template of another date (Qwen3's April and May
+    revisions; DeepSeek-R1's January template, which is R1's own and never called a
+    revision of the distills' template) is info, not drift.
 
     Fix (unsafe): replace the template with the upstream one, only when the variant is
     known with at least medium confidence; unsafe because the change may have been
@@ -222,21 +242,15 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     source, analysis = found
     lineage = lineage_mod.detect(repo)
-    if lineage.family_ref is None or not lineage.certain:
-        return  # template markers or a card alone do not say whose format this should be
-    candidates = [lineage.variant_ref] if lineage.variant_ref else list(lineage.family_ref.variants)
-    candidates = [v for v in candidates if v.template is not None]
+    candidates = candidate_variants(repo)  # none unless the lineage is certain
     if not candidates or any(analysis.sha256 == v.template.sha256 for v in candidates):
         return
     compared = []
-    for variant in candidates:
-        lookup = canonical_template(repo.upstream, variant)
-        if lookup.text is None:
-            continue
-        drifts = consistency.drift(analysis, analyze(repo, lookup.text))
+    for upstream in upstream_templates(repo):
+        drifts = consistency.drift(analysis, upstream.analysis)
         if not drifts:
             return  # renders exactly like one of the possible upstream templates
-        compared.append((variant, lookup, drifts))
+        compared.append((upstream.variant, upstream.lookup, drifts))
     if not compared:
         yield self.finding(
             repo,
@@ -262,13 +276,18 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if lineage.variant_ref is variant and lineage.certain:
         fix = replace_template_fix(repo, source, lookup.text, f"replace the template with the upstream {variant.template.repo} one")
     if analysis.sha256 in variant.template_revisions:
-        # The upstream's own earlier revision: the weights know this format too.
+        # Upstream's own template of another date: the weights know this format too. Named
+        # after the repo that shipped it; the canonical one is offered only when it is the
+        # same model's (R1's January template is not an earlier R1-Distill template).
+        own_repo = variant.revision_notes.get(analysis.sha256, (None, ""))[0]
         yield self.finding(
             repo,
-            f"the chat template is an earlier upstream revision of the {variant.template.repo} template; the current "
-            f"one renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations differently: "
-            f"{detail}. Update it if you want upstream's later changes.",
-            severity=Severity.INFO, file=source.file, pointer=source.pointer, fix=fix,
+            f"the chat template is {variant.template_name(analysis.sha256)}, not the current canonical "
+            f"{variant.template.repo} one, which renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard "
+            f"conversations differently: {detail}. Upstream's own format: update it only if you want the later "
+            "changes.",
+            severity=Severity.INFO, file=source.file, pointer=source.pointer,
+            fix=fix if own_repo in (None, variant.template.repo) else None,
         )
         return
     yield self.finding(

@@ -1,0 +1,87 @@
+"""Which engines a repository shows that it targets, and the evidence.
+
+An engine-specific problem (a template TGI cannot compile, a tokenizer llama.cpp's
+converter refuses) is worth a warning to the people who serve the model on that engine;
+to everyone else it is a note. The evidence is what the repository itself says:
+- the model card names the engine (a serve command, a "use with" section, a link);
+- the card's front matter: `library_name`, `tags`;
+- the files: GGUF files are for llama.cpp and its runtimes, ONNX files under onnx/ for
+  transformers.js, an MLX quantization block for mlx-lm;
+- a transformers checkpoint (config.json) targets transformers, 4.x included unless the
+  card requires 5.x.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from hfdoctor import patterns
+from hfdoctor.repo import ModelRepo
+
+# Card text that names an engine: engine key -> RE2 pattern (case-insensitive, words).
+CARD_NAMES = {
+    "vllm": r"\bvllm\b",
+    "sglang": r"\bsglang\b",
+    "tgi": r"text[-_ ]generation[-_ ]inference|\btgi\b",
+    "llama.cpp": r"llama\.cpp|llama-server|llama-cli|\bollama\b|\bgguf\b",
+    "mlx-lm": r"\bmlx[-_]lm\b|\bmlx\b",
+    "transformers.js": r"transformers\.js|@huggingface/transformers|\blm ?studio\b",
+    "open-llm-leaderboard": r"open[-_ ]llm[-_ ]leaderboard",
+}
+CARD_PATTERNS = {engine: patterns.compile(f"(?i){pattern}") for engine, pattern in CARD_NAMES.items()}
+# Front matter: library_name or a tag -> engine.
+CARD_KEYS = {
+    "vllm": "vllm", "sglang": "sglang", "text-generation-inference": "tgi", "tgi": "tgi",
+    "gguf": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "llama.cpp",
+    "mlx": "mlx-lm", "mlx-lm": "mlx-lm", "transformers.js": "transformers.js",
+}
+# The card asks for transformers 5 (then 4.x is not a consumer it promises).
+REQUIRES_V5 = patterns.compile(r"(?i)transformers\s*(?:>=|==|~=)\s*v?5\b|transformers\s+(?:v|version\s*)?5\.\d")
+MAX_CARD_CHARS = 200_000  # where the names are: the first part of a card, not its appendix
+
+_CACHE: "weakref.WeakKeyDictionary[ModelRepo, dict[str, str]]" = weakref.WeakKeyDictionary()
+
+
+def targeted_engines(repo: ModelRepo) -> dict[str, str]:
+    """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it."""
+    if repo not in _CACHE:
+        _CACHE[repo] = _find(repo)
+    return _CACHE[repo]
+
+
+def _find(repo: ModelRepo) -> dict[str, str]:
+    found: dict[str, str] = {}
+    card = repo.card
+    card_text = card.text[:MAX_CARD_CHARS] if card is not None else ""
+    if repo.config is not None and not repo.is_adapter:
+        found["transformers-5"] = "config.json makes it a transformers checkpoint"
+        if not REQUIRES_V5.search(card_text):
+            found["transformers-4"] = "config.json makes it a transformers checkpoint"
+    for engine, pattern in CARD_PATTERNS.items():
+        named = pattern.search(card_text)
+        if named is not None:
+            found.setdefault(engine, f"the model card names {named.group(0)!r}")
+    metadata = card.metadata if card is not None and isinstance(card.metadata, dict) else {}
+    tags = metadata.get("tags") if isinstance(metadata.get("tags"), list) else []
+    for value in [metadata.get("library_name"), *tags]:
+        engine = CARD_KEYS.get(value.lower()) if isinstance(value, str) else None
+        if engine is not None:
+            found.setdefault(engine, f"the model card's metadata lists {value!r}")
+    gguf = next((f for f in repo.files if f.lower().endswith(".gguf")), None)
+    if gguf is not None:
+        found.setdefault("llama.cpp", f"it ships GGUF files ({gguf})")
+    onnx = next((f for f in repo.files if f.startswith("onnx/") and f.endswith(".onnx")), None)
+    if onnx is not None:
+        found.setdefault("transformers.js", f"it ships ONNX files for transformers.js ({onnx})")
+    quantization = (repo.config or {}).get("quantization")
+    if isinstance(quantization, dict) and {"group_size", "bits"} <= set(quantization):
+        found.setdefault("mlx-lm", "config.json has MLX's quantization block")
+    return found
+
+
+def describe(engines: list[str]) -> str:
+    """'TGI' / 'TGI or transformers.js': the engines a finding is about, for a reason text."""
+    from hfdoctor.compat.knowledge import ENGINES
+
+    names = [ENGINES.get(e, e).split(" (")[0] for e in engines]
+    return " or ".join(dict.fromkeys(names))
