@@ -20,6 +20,27 @@ from rich.console import Console
 from hfdoctor import __version__
 from hfdoctor.findings import Severity
 
+def _flags_without_type(option_class) -> None:
+    """Typer 0.29 prints a type after every option, flags included (`--diff <bool>`), which
+    reads as if the flag took a value. Flags show none, as click and argparse print them."""
+    shown = getattr(option_class, "display_type_rich", None)
+    if shown is None or getattr(shown, "_hfdoctor", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) and self.metavar is None else shown(self, ctx)
+
+    display_type_rich._hfdoctor = True  # type: ignore[attr-defined]
+    option_class.display_type_rich = display_type_rich
+
+
+try:
+    from typer.core import TyperOption
+
+    _flags_without_type(TyperOption)
+except ImportError:  # an older typer: it never printed one
+    pass
+
 app = typer.Typer(
     name="hfdoctor",
     help="Lint and repair Hugging Face model repositories: chat templates, tokenizers, "
@@ -134,11 +155,13 @@ def check(
     upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
     revision: Optional[str] = typer.Option(None, "--revision", help="The revision (branch, tag, commit) of Hub targets."),
     git_rev: Optional[str] = typer.Option(None, "--git-rev", help="Check this commit of the git repository at each target (what is pushed), not the working tree."),
+    git_since: Optional[str] = typer.Option(None, "--git-since", help="With --git-rev: the commit the remote has (all zeros: a new branch, then every commit no remote has). Blob rules (large non-LFS blobs, pickle imports) also judge every blob the commits in between add; the other rules judge --git-rev."),
     cache: bool = typer.Option(False, "--cache", help="Store what a Hub check downloads in the HF cache, for offline checks later (check writes nothing otherwise)."),
     timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds a Hub repository may take, all requests together."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Targets checked in parallel (0: the number of cores)."),
+    summary: Optional[Path] = typer.Option(None, "--summary", help="Also append a Markdown summary of warnings and errors to this file (a CI job page: $GITHUB_STEP_SUMMARY). The only file check writes, and only when asked."),
 ) -> None:
-    """Run every static rule. Never writes; never reads tensor data."""
+    """Run every static rule. Never writes (but --summary); never reads tensor data."""
     from hfdoctor.survey import Options, check_many, rule_counts
 
     selects, ignores = split_list(select), split_list(ignore)
@@ -146,13 +169,24 @@ def check(
     all_targets = list(targets or []) + read_targets(from_file)
     if not all_targets:
         fail("give at least one TARGET (or --from FILE)")
-    options = Options(tuple(selects), tuple(ignores), tuple(upstream or ()), revision, git_rev, cache, timeout)
+    if git_since is not None and git_rev is None:
+        fail("--git-since needs --git-rev (the commit being pushed)")
+    options = Options(tuple(selects), tuple(ignores), tuple(upstream or ()), revision, git_rev, cache, timeout,
+                      git_since=git_since)
     workers = jobs or os.cpu_count() or 1
     results: list = [None] * len(all_targets)
     for index, result in check_many(all_targets, options, workers):
         results[index] = result
         stream(result, output_format)
     emit(results, output_format)
+    if summary is not None:
+        from hfdoctor.report.markdown import write_markdown
+
+        try:
+            with open(summary, "a", encoding="utf-8") as handle:
+                handle.write(write_markdown(results))
+        except OSError as err:
+            fail(f"cannot write --summary {summary}: {err.strerror or err}")
     if len(all_targets) > 1 and output_format in (CheckFormat.text, CheckFormat.jsonl):
         from hfdoctor.findings import TargetError
         from hfdoctor.report.text import write_rule_summary
@@ -275,7 +309,9 @@ def list_rules(
     if markdown:
         print("| code | name | severity | what it flags |\n|---|---|---|---|")
         for r in ALL_RULES:
-            print(f"| {r.code} | `{r.name}` | {r.severity} | {r.summary.replace('|', chr(92) + '|')} |")
+            # The anchor is each rule's helpUri in SARIF (hfdoctor.report.sarif.rule_help_uri).
+            print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | '
+                  f"{r.summary.replace('|', chr(92) + '|')} |")
         return
     if output_format is OutputFormat.json:
         print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary}
@@ -304,7 +340,13 @@ def hook_install(
     force: bool = typer.Option(False, "--force", help="Replace an existing pre-push hook that hfdoctor did not write."),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Severity that blocks the push."),
 ) -> None:
-    """Install a git pre-push hook that runs `hfdoctor check` on the repository."""
+    """Install a git pre-push hook that runs `hfdoctor check` on what each push carries.
+
+    For each pushed ref, every rule judges the pushed commit (--git-rev: the tip, what gets
+    served), and the blob rules (lfs-attributes: plain blobs over 10 MiB; unsafe-pickle:
+    pickles that import code) also judge every blob that the pushed commits add
+    (remote..local; every commit no remote has for a new branch), each blob once. The
+    working tree is never read. Bypass once with `git push --no-verify`."""
     from hfdoctor.hook import HookError, install_pre_push
 
     try:

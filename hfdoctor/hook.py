@@ -35,10 +35,13 @@ def hook_script(fail_on: str) -> str:
     python = shlex.quote(sys.executable)
     return f"""#!/bin/sh
 {MARKER} (written by `hfdoctor hook install`; remove this file to uninstall)
-# Checks each commit being pushed (git gives "<local ref> <local sha> <remote ref> <remote sha>"
+# Checks what each pushed ref carries (git gives "<local ref> <local sha> <remote ref> <remote sha>"
 # on stdin), not the working tree: uncommitted edits neither hide a broken push nor block a
-# good one. The push stops when findings at or above --fail-on {fail_on} remain (exit 1) or
-# hfdoctor cannot check (exit 2). Bypass once with `git push --no-verify`.
+# good one. Every rule judges the pushed tip (what gets served); the blob rules (plain blobs
+# over 10 MiB, pickles that import code) also judge every blob the pushed commits add
+# (remote sha..local sha; for a new branch, every commit no remote has), each blob once.
+# The push stops when findings at or above --fail-on {fail_on} remain (exit 1) or hfdoctor
+# cannot check (exit 2). Bypass once with `git push --no-verify`.
 top=$(git rev-parse --show-toplevel) || exit 1
 if command -v hfdoctor >/dev/null 2>&1; then
   run() {{ hfdoctor "$@"; }}
@@ -52,7 +55,7 @@ while read -r local_ref local_sha remote_ref remote_sha; do
     *) continue ;;      # a deleted ref: nothing to check
   esac
   echo "hfdoctor: checking $local_ref ($local_sha)" >&2
-  run check --fail-on {fail_on} --git-rev "$local_sha" "$top"
+  run check --fail-on {fail_on} --git-rev "$local_sha" --git-since "$remote_sha" "$top"
   code=$?
   if [ "$code" -gt "$status" ]; then status=$code; fi
 done

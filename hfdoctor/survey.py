@@ -48,6 +48,7 @@ class Options:
     cache: bool = False
     timeout_s: float = 120.0
     env_upstream: bool = True  # also read HFDOCTOR_UPSTREAM
+    git_since: str | None = None  # --git-since: blob rules see every commit after it (pre-push)
 
 
 class _Deadline(BaseException):
@@ -83,7 +84,8 @@ def _upstream(options: Options) -> Upstream:
 def check_one(target: str, options: Options | None = None) -> Report | TargetError:
     """Check one target; a TargetError when it cannot be opened or times out."""
     options = options or Options()
-    targets = TargetOptions(revision=options.revision, git_rev=options.git_rev, cache=options.cache,
+    targets = TargetOptions(revision=options.revision, git_rev=options.git_rev, git_since=options.git_since,
+                            cache=options.cache,
                             timeout_s=options.timeout_s)
     remote = options.git_rev is None and not os.path.isdir(target)
     source = None

@@ -208,4 +208,13 @@ def test_sarif_is_valid_shape():
     for result in run["results"]:
         assert rule_ids[result["ruleIndex"]] == result["ruleId"]
         assert result["level"] in ("error", "warning", "note")
-        assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].startswith(str(FIXTURE))
+        # relative to the directory hfdoctor ran in (%SRCROOT%), as code scanning expects
+        location = result["locations"][0]["physicalLocation"]["artifactLocation"]
+        assert location["uri"].startswith("fixtures/seed-incident") and location["uriBaseId"] == "%SRCROOT%"
+
+
+def test_help_prints_no_type_after_flags():
+    for command in (["fix", "--help"], ["check", "--help"], ["hook", "install", "--help"]):
+        out = run_cli(*command).stdout
+        assert "<bool>" not in out, command
+    assert "<error|warning|info>" in run_cli("check", "--help").stdout  # options with values keep theirs

@@ -133,12 +133,11 @@ class Vocabulary:
 
     def end_of_turn(self, text: str, at: int) -> int:
         """Where what the model writes ends: after the added token that follows `at` directly
-        (the end-of-turn token it emits and stops on), or `at` when plain text follows.
-        Without a vocabulary: the whole text (which tokens are added is unknown)."""
-        if not self.added:
-            return len(text)
-        found = self.pattern.match(text, at)
-        return found.end() if found is not None else at
+        (the end-of-turn token it emits and stops on). When plain text follows the reply,
+        the model writes that text itself before it stops, and without a vocabulary which
+        tokens are added is unknown: then the whole text."""
+        found = self.pattern.match(text, at) if self.added else None
+        return found.end() if found is not None else len(text)
 
     def boundary_is_safe(self, earlier: str, later: str) -> bool:
         """Whether `later`'s tokens start with `earlier`'s, when `later` starts with `earlier`."""

@@ -1,57 +1,114 @@
-"""SARIF 2.1.0, for GitHub code scanning and other static-analysis dashboards."""
+"""SARIF 2.1.0, for GitHub code scanning and other static-analysis dashboards.
+
+What validators and code scanning expect (checked in tests/test_sarif.py against the
+official OASIS schema with URI formats):
+- a local file's `uri` is relative to the directory hfdoctor ran in (`uriBaseId`
+  %SRCROOT%, which `originalUriBaseIds` maps to that directory), percent-encoded per
+  RFC 3986 (spaces, '#', '%', non-ASCII, undecodable bytes); a path outside it is an
+  absolute file:// URI; a Hub file is its https://huggingface.co/.../blob/<commit>/ URL;
+- the driver has an `informationUri`, each rule a `helpUri` (its row of the README's
+  rule table) and a PascalCase `name` (the contract name is kept in `properties`);
+- a file-level result has a region: its first line.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from hfdoctor import __version__
-from hfdoctor.findings import Report, Severity, TargetError
+from hfdoctor.findings import Finding, Report, Severity, TargetError
 from hfdoctor.rules import ALL_RULES
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+# The project's home (pyproject's [project.urls]); rule help lives in its README's table.
+HOMEPAGE = "https://github.com/hfdoctor/hfdoctor"
+SRCROOT = "%SRCROOT%"
 
 
-def write_sarif(reports: list[Report | TargetError]) -> str:
+def rule_help_uri(code: str) -> str:
+    """The rule's row of the README table (`hfdoctor rules --markdown` gives each an anchor)."""
+    return f"{HOMEPAGE}#{code.lower()}"
+
+
+def pascal_case(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("-"))
+
+
+def encode_path(path: str) -> str:
+    """A relative path as an RFC 3986 URI reference: every byte outside the unreserved set
+    and '/' percent-encoded (names that are not valid UTF-8 keep their bytes)."""
+    return quote(path.replace(os.sep, "/").encode("utf-8", "surrogateescape"), safe="/")
+
+
+def artifact_location(report: Report, file: str | None, cwd: Path) -> dict[str, str]:
+    source = report.sections.get("source") or {}
+    if source.get("kind") == "hub":
+        commit = (report.sections.get("revision") or {}).get("commit") or "main"
+        base = f"https://huggingface.co/{encode_path(report.target)}"
+        return {"uri": f"{base}/blob/{commit}/{encode_path(file)}" if file else base}
+    path = Path(report.target, file) if file else Path(report.target)
+    absolute = Path(os.path.abspath(path))
+    try:
+        relative = absolute.relative_to(cwd)
+    except ValueError:  # outside the directory hfdoctor ran in: an absolute file URI
+        return {"uri": "file://" + encode_path(str(absolute))}
+    return {"uri": encode_path(str(relative)) if str(relative) != "." else "", "uriBaseId": SRCROOT}
+
+
+def _result(report: Report, finding: Finding, index: dict[str, int], cwd: Path) -> dict[str, Any]:
+    location: dict[str, Any] = {"artifactLocation": artifact_location(report, finding.file, cwd)}
+    if finding.file:
+        # A finding about a whole file points at its first line (code scanning needs a region).
+        location["region"] = {"startLine": finding.line or 1}
+    result: dict[str, Any] = {
+        "ruleId": finding.code,
+        "level": LEVEL[finding.severity],
+        "message": {"text": finding.message},
+        "locations": [{"physicalLocation": location}],
+    }
+    if finding.code in index:
+        result["ruleIndex"] = index[finding.code]
+    properties: dict[str, Any] = {}
+    if finding.fix is not None:
+        properties["fix"] = finding.fix.to_json()
+    if finding.severity_reason:
+        properties["severity_reason"] = finding.severity_reason
+    if properties:
+        result["properties"] = properties
+    return result
+
+
+def write_sarif(reports: list[Report | TargetError], cwd: Path | None = None) -> str:
+    cwd = Path(os.path.abspath(cwd or os.getcwd()))
     rules = [
         {
             "id": r.code,
-            "name": r.name,
+            "name": pascal_case(r.name),
             "shortDescription": {"text": r.summary},
             "fullDescription": {"text": r.doc},
             "help": {"text": r.doc},
+            "helpUri": rule_help_uri(r.code),
             "defaultConfiguration": {"level": LEVEL[r.severity]},
+            "properties": {"name": r.name},
         }
         for r in ALL_RULES
     ]
     index = {r.code: i for i, r in enumerate(ALL_RULES)}
-    results: list[dict[str, Any]] = []
     failures = [r for r in reports if isinstance(r, TargetError)]
-    for report in reports:
-        if isinstance(report, TargetError):
-            continue
-        for f in report.findings:
-            path = f"{report.target.rstrip('/')}/{f.file}" if f.file else report.target
-            location: dict[str, Any] = {"artifactLocation": {"uri": path}}
-            if f.line:
-                location["region"] = {"startLine": f.line}
-            result: dict[str, Any] = {
-                "ruleId": f.code,
-                "level": LEVEL[f.severity],
-                "message": {"text": f.message},
-                "locations": [{"physicalLocation": location}],
-            }
-            if f.code in index:
-                result["ruleIndex"] = index[f.code]
-            if f.fix is not None:
-                result["properties"] = {"fix": f.fix.to_json()}
-            results.append(result)
+    results = [_result(report, f, index, cwd) for report in reports if not isinstance(report, TargetError)
+               for f in report.findings]
     sarif = {
         "$schema": SCHEMA,
         "version": "2.1.0",
         "runs": [{
-            "tool": {"driver": {"name": "hfdoctor", "version": __version__, "rules": rules}},
+            "tool": {"driver": {"name": "hfdoctor", "version": __version__, "informationUri": HOMEPAGE,
+                                "rules": rules}},
+            "originalUriBaseIds": {SRCROOT: {"uri": "file://" + encode_path(str(cwd)).rstrip("/") + "/"}},
             "results": results,
             # Targets that could not be checked at all: tool notifications, not results.
             "invocations": [{
@@ -62,4 +119,5 @@ def write_sarif(reports: list[Report | TargetError]) -> str:
             }],
         }],
     }
-    return json.dumps(sarif, indent=2, ensure_ascii=False)
+    # ensure_ascii: names that are not valid UTF-8 (surrogates) still give valid JSON text.
+    return json.dumps(sarif, indent=2, ensure_ascii=True)

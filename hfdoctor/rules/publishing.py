@@ -78,6 +78,7 @@ def lfs_attributes(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             + ". The Hub rejects the push. Track them with git-lfs, then re-add them so the commit holds lfs pointers.",
             file=".gitattributes", fix=_route_fix(repo, unrouted),
         )
+    yield from _pushed_large_blobs(repo, self)
     if plain:
         where = "the commit holds them as plain blobs" if repo.source.kind == "git" else \
             "git-lfs is not set up in this repository (no filter.lfs.clean: run `git lfs install`)"
@@ -87,6 +88,23 @@ def lfs_attributes(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "files over 10 MiB and the Hub rejects the push. Re-add them with git-lfs active.",
             file=plain[0],
         )
+
+
+def _pushed_large_blobs(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """Plain blobs over 10 MiB that earlier commits of the push add (pre-push, --git-since):
+    the Hub refuses the whole push whatever the tip holds."""
+    large = [b for b in getattr(repo.source, "pushed", ()) if b.size > LFS_LIMIT]
+    for blob in large[:10]:
+        yield self.finding(
+            repo,
+            f"commit {blob.commit[:12]} of this push adds {blob.path} ({blob.size / 2**20:.1f} MiB) as a plain git blob, "
+            "not an lfs pointer: the Hub rejects the whole push even though a later commit removes or moves it. "
+            "Rewrite that commit (git lfs migrate import --include=PATH, or git rebase -i) before pushing.",
+            file=blob.path,
+        )
+    if len(large) > 10:
+        yield self.finding(repo, f"{len(large) - 10} more plain blobs over 10 MiB in earlier commits of this push.",
+                           file=large[10].path)
 
 
 def _route_fix(repo: ModelRepo, files: list[str]) -> Fix | None:

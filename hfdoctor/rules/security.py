@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import dataclasses
+import io
 
 from hfdoctor import registry
 from hfdoctor.compat import knowledge as kb
@@ -169,6 +170,37 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             yield self.finding(
                 repo, f"{rel} could not be fully scanned ({scan.problems[0]}): imports after that point are unknown.",
                 file=rel, severity=Severity.WARNING,
+            )
+    yield from _pushed_pickles(repo, self)
+
+
+# What one pushed blob of an earlier commit may cost to read (the scanner reads 64 MB of a file).
+PUSHED_BLOB_LIMIT = 64 * 1024 * 1024
+
+
+def _pushed_pickles(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """Pickles that earlier commits of a push add (pre-push, --git-since): a payload removed
+    by a later commit is still pushed, and stays downloadable by revision."""
+    source = repo.source
+    for blob in getattr(source, "pushed", ()):
+        if not scanned(blob.path) or blob.size > PUSHED_BLOB_LIMIT:
+            continue
+        try:
+            data = source.read_blob(blob.sha, PUSHED_BLOB_LIMIT)
+        except Unreadable:
+            continue
+        if data.startswith(b"version https://git-lfs.github.com/spec/"):
+            continue  # an LFS pointer: the object itself is not in the push
+        scan = scan_handle(io.BytesIO(data), blob.path, repo.budget)
+        dangerous, unlisted = scan.by_verdict("dangerous"), scan.by_verdict("unlisted")
+        if dangerous or unlisted:
+            yield self.finding(
+                repo,
+                f"commit {blob.commit[:12]} of this push adds {blob.path}, whose pickle imports "
+                f"{_names(dangerous + unlisted)}" + _chain(scan, dangerous + unlisted)
+                + ". A later commit removes or replaces it, but the push still carries it and anyone can load it "
+                "by revision. Rewrite the history before pushing (git rebase -i, or git filter-repo).",
+                file=blob.path,
             )
 
 

@@ -25,7 +25,9 @@ from pathlib import Path
 
 from hfdoctor.budget import Budget
 from hfdoctor.programs import ProgramMissing, git_command, hardened_env, run_git
+from hfdoctor.sources import history
 from hfdoctor.sources.base import SKIPPED_DIRS, Entry, Source, SourceError, Unreadable, read_limit
+from hfdoctor.sources.history import PushedBlob
 
 GIT_TIMEOUT_S = 60
 LFS_PREFIX = b"version https://git-lfs.github.com/spec/"
@@ -36,9 +38,9 @@ HEX = frozenset(string.hexdigits.lower())
 MAX_BLOB_PREFIX = 128 * 1024 * 1024
 
 
-def _git(cwd: Path, *args: str) -> bytes:
+def _git(cwd: Path, *args: str, stdin: str | None = None) -> bytes:
     try:
-        done = run_git(cwd, *args, timeout=GIT_TIMEOUT_S)
+        done = run_git(cwd, *args, timeout=GIT_TIMEOUT_S, stdin=stdin.encode() if stdin is not None else None)
     except ProgramMissing as err:
         raise SourceError(str(err)) from None
     except subprocess.TimeoutExpired:
@@ -63,7 +65,10 @@ def lfs_oid(pointer: bytes) -> tuple[str, int] | None:
 class GitSource(Source):
     kind = "git"
 
-    def __init__(self, directory: str | os.PathLike[str], rev: str):
+    def __init__(self, directory: str | os.PathLike[str], rev: str, since: str | None = None):
+        # since: the remote's commit of a push (the pre-push hook), or all zeros for a new
+        # branch; then `pushed` lists the blobs of every pushed commit, not only the tip's.
+        self.since = since
         self.directory = Path(directory)
         if not self.directory.is_dir():
             raise SourceError(f"{directory}: no such directory")
@@ -142,6 +147,28 @@ class GitSource(Source):
 
     def entries(self) -> dict[str, Entry]:
         return self._entries
+
+    @cached_property
+    def pushed(self) -> list[PushedBlob]:
+        """Blobs the pushed commits add that the tip does not hold (empty unless `since` was
+        given): blob-level rules judge these too (hfdoctor.sources.history)."""
+        if self.since is None:
+            return []
+
+        def git(*args: str, stdin: str | None = None) -> bytes:
+            return _git(self.top, *args, stdin=stdin)
+
+        commits = history.pushed_commits(git, self.commit, self.since)
+        tip = {sha for _, sha, _ in self._tree.values()}
+        return history.added_blobs(git, [c for c in commits if c != self.commit] + [self.commit], self.prefix, tip)
+
+    def read_blob(self, sha: str, limit: int) -> bytes:
+        """A pushed blob's bytes (at most `limit`, charged to the budget)."""
+        budget = self.budget or Budget()
+        if not budget.take(limit):
+            budget.skip_for_bytes("blobs of earlier pushed commits")
+            raise Unreadable("was not read: the read budget of this check ran out")
+        return self._blob(sha, limit)
 
     def identity(self, rel: str) -> tuple | None:
         resolved = self._resolve(rel)

@@ -36,6 +36,7 @@ RULE_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", 
 class TargetOptions:
     revision: str | None = None  # --revision, for Hub ids
     git_rev: str | None = None  # --git-rev, for directories
+    git_since: str | None = None  # --git-since: the commits after it are pushed too (blob rules)
     cache: bool = False  # write what a Hub check downloads into the HF cache
     timeout_s: float = 120.0  # the deadline of one Hub repository
 
@@ -55,7 +56,7 @@ def open_source(target: str, options: TargetOptions | None = None) -> Source:
     """The source TARGET names; SourceError with a message for the user when there is none."""
     options = options or TargetOptions()
     if options.git_rev is not None:
-        return GitSource(target, options.git_rev)
+        return GitSource(target, options.git_rev, since=options.git_since)
     if os.path.isdir(target):
         if options.revision is not None:
             raise SourceError(f"--revision is for Hub repositories; {target} is a directory (use --git-rev)")

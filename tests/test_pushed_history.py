@@ -1,0 +1,114 @@
+"""The pre-push hook judges every blob a push carries, not only the tip: an 11 MiB plain
+blob or a pickle payload added in one pushed commit and removed in the next is still in the
+push (the Hub refuses the first; the second stays downloadable by revision)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+SEED = ROOT / "fixtures" / "seed-incident"
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+class Payload:
+    """Unpickling this runs os.system: the classic payload (never unpickled here)."""
+
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+@pytest.fixture
+def pushed_repo(tmp_path) -> tuple[Path, Path]:
+    """A model repository with a bare remote that has its first commit."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    repo = tmp_path / "model"
+    shutil.copytree(SEED, repo)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "t")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "main")
+    subprocess.run([sys.executable, "-m", "hfdoctor", "hook", "install", "--repo", str(repo), "--fail-on", "error"],
+                   check=True, capture_output=True)
+    return repo, remote
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def push(repo: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True, timeout=300)
+
+
+def test_an_intermediate_large_plain_blob_blocks_the_push(pushed_repo):
+    repo, _ = pushed_repo
+    (repo / "dump.bin").write_bytes(os.urandom(11 * 1024 * 1024))
+    added = commit(repo, "add a dump")
+    (repo / "dump.bin").unlink()
+    commit(repo, "remove it")
+    proc = push(repo)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "lfs-attributes" in proc.stdout and added[:12] in proc.stdout and "dump.bin" in proc.stdout
+
+
+def test_an_intermediate_pickle_payload_blocks_the_push(pushed_repo):
+    repo, _ = pushed_repo
+    (repo / "optimizer.pt").write_bytes(pickle.dumps(Payload(), protocol=2))
+    added = commit(repo, "add state")
+    (repo / "optimizer.pt").unlink()
+    commit(repo, "remove state")
+    proc = push(repo)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "unsafe-pickle" in proc.stdout and added[:12] in proc.stdout and "system" in proc.stdout
+
+
+def test_clean_history_pushes_and_pushed_commits_are_not_judged_again(pushed_repo):
+    repo, remote = pushed_repo
+    (repo / "notes.md").write_text("a note\n")
+    commit(repo, "a note")
+    proc = push(repo)
+    # The seed's own findings are at the tip (missing template etc.): error. Select only the
+    # blob rules to see that history adds nothing here.
+    from hfdoctor.survey import Options, check_one
+
+    tip = git(repo, "rev-parse", "HEAD").strip()
+    report = check_one(str(repo), Options(git_rev=tip, git_since=git(remote, "rev-parse", "main").strip(),
+                                          select=("lfs-attributes", "unsafe-pickle")))
+    assert report.findings == []
+    assert "missing-chat-template" in proc.stdout  # the tip is still judged by every rule
+
+
+def test_a_new_branch_is_judged_from_what_no_remote_has(pushed_repo):
+    repo, _ = pushed_repo
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "dump.bin").write_bytes(os.urandom(11 * 1024 * 1024))
+    added = commit(repo, "add a dump")
+    (repo / "dump.bin").unlink()
+    commit(repo, "remove it")
+    from hfdoctor.survey import Options, check_one
+
+    report = check_one(str(repo), Options(git_rev="HEAD", git_since="0" * 40, select=("lfs-attributes",)))
+    assert [f.file for f in report.findings] == ["dump.bin"] and added[:12] in report.findings[0].message
+    # The commit the remote already has ("first") is not re-read: only the two new ones.
+    from hfdoctor.sources.git import GitSource
+
+    source = GitSource(repo, "HEAD", since="0" * 40)
+    assert {b.commit for b in source.pushed} == {added}
