@@ -114,7 +114,8 @@ def local_directory(target: str, command: str) -> str:
     from hfdoctor.sources.targets import REPO_ID, looks_like_path
 
     if REPO_ID.match(target) and not looks_like_path(target) and not os.path.exists(target):
-        fail(f"{command} works on a local directory; download {target} first "
+        hint = f"`hfdoctor fix {target} --pr` opens the patch as a Hub pull request, " if command == "fix" else ""
+        fail(f"{command} works on a local directory; {hint}download {target} first "
              f"(`hf download {target} --local-dir DIR`), or run `hfdoctor check {target}`")
     fail(f"{target}: no such directory")
     raise AssertionError  # fail() exits
@@ -247,7 +248,7 @@ def exit_code(results, fail_on: Severity) -> int:
 
 @app.command()
 def fix(
-    target: str = typer.Argument(..., help="Checkpoint directory to repair."),
+    target: Optional[str] = typer.Argument(None, help="Checkpoint directory to repair, or with --pr / --diff a Hub repo id (ORG/NAME)."),
     diff: bool = typer.Option(False, "--diff", help="Print a unified diff of the fixes and write nothing."),
     unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes marked unsafe."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format of the summary."),
@@ -255,15 +256,33 @@ def fix(
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Do not fix findings of these rules."),
     fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Lowest severity left after fixing that makes the exit code 1."),
     upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
+    pr: bool = typer.Option(False, "--pr", help="For Hub repo ids: open the patch as a pull request on the Hub (needs HF_TOKEN); one per repository, never twice."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="With --pr: say what would be opened, open nothing."),
+    from_file: Optional[str] = typer.Option(None, "--from", help="With --pr: read Hub repo ids from FILE, one a line ('-': stdin)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="With --pr --from: repositories handled in parallel."),
 ) -> None:
     """Write the minimal patch for fixable findings, then re-check and report what remains."""
-    from hfdoctor.fix import run_fix
     from hfdoctor.upstream import Upstream
 
     selects, ignores = split_list(select), split_list(ignore)
     check_selectors(selects + ignores)
     up = Upstream.from_options(upstream)
-    path = local_directory(target, "fix")
+    targets = ([target] if target else []) + read_targets(from_file)
+    if not targets:
+        fail("give a TARGET (or --pr --from FILE)")
+    hub = [t for t in targets if not os.path.isdir(t)]
+    if pr or (diff and hub):
+        from hfdoctor.fix.cli_hub import run_hub_fix
+
+        raise typer.Exit(run_hub_fix(targets, pr=pr, diff=diff, dry_run=dry_run, unsafe_fixes=unsafe_fixes,
+                                     select=selects, ignore=ignores, upstream=up, jobs=jobs,
+                                     output_format=output_format.value, fail_on=Severity.parse(fail_on.value),
+                                     console=stdout_console()))
+    if len(targets) != 1 or dry_run:
+        fail("--from, --jobs and --dry-run are for `fix --pr`; fix one directory at a time")
+    from hfdoctor.fix import run_fix
+
+    path = local_directory(targets[0], "fix")
     code = run_fix(
         path, diff=diff, unsafe_fixes=unsafe_fixes, select=selects, ignore=ignores, upstream=up,
         fail_on=Severity.parse(fail_on.value), output_format=output_format.value, console=stdout_console(),

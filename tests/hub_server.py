@@ -6,7 +6,12 @@ It speaks the endpoints huggingface_hub uses to read a model repo:
 - HEAD/GET /{org}/{name}/resolve/{rev}/{path}  file metadata and content, with Range (206);
   LFS files redirect (302) to a second server on another port (the "CDN"), as the Hub does
 - the Hub's errors: 404 RepoNotFound / RevisionNotFound / EntryNotFound (X-Error-Code), 401
-  GatedRepo without a token.
+  GatedRepo without a token;
+- what `create_commit(create_pr=True)` and `get_repo_discussions` call, for `fix --pr`:
+  POST /api/validate-yaml, POST /api/models/{org}/{name}/preupload/{rev} (every file
+  "regular"), POST /api/models/{org}/{name}/commit/{rev}?create_pr=1 (ndjson; a stale
+  `parentCommit` is refused with 412, as the Hub does), GET .../discussions; a pull request
+  is the revision `refs/pr/N`. Writes need the test token; `read_only` repos answer 403.
 Repos are dicts of path -> bytes or a file on disk (sparse weights: only the requested
 ranges are read). Every body byte sent is counted per repo. A repo named `*/hang` never
 answers (until the server stops). Only 127.0.0.1 is bound.
@@ -31,8 +36,11 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf")
 class HubRepo:
     files: dict[str, bytes | Path]  # the files of the latest commit
     gated: bool = False
+    read_only: bool = False  # the token may read but not write (opening a PR answers 403)
     commits: list[str] = field(default_factory=list)
     history: dict[str, dict[str, bytes | Path]] = field(default_factory=dict)  # commit -> its files
+    refs: dict[str, str] = field(default_factory=dict)  # "refs/pr/1" -> commit
+    discussions: list[dict] = field(default_factory=list)  # pull requests, as the API lists them
 
     def __post_init__(self):
         if not self.commits:
@@ -41,7 +49,7 @@ class HubRepo:
 
     def at(self, commit: str) -> "HubRepo":
         """This repo as it was at `commit` (reads serve that commit's files)."""
-        return HubRepo(self.history[commit], self.gated, [commit], {commit: self.history[commit]})
+        return HubRepo(self.history[commit], self.gated, self.read_only, [commit], {commit: self.history[commit]})
 
     @staticmethod
     def _commit_of(files: dict[str, bytes | Path]) -> str:
@@ -68,6 +76,9 @@ class HubRepo:
             return f.read(end - start)
 
     def blob_id(self, path: str) -> str:
+        content = self.files[path]
+        if isinstance(content, bytes):  # git's blob id: equal bytes, equal id
+            return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
         return hashlib.sha1(f"{path}:{self.size(path)}".encode()).hexdigest()
 
 
@@ -165,7 +176,9 @@ class _Handler(BaseHTTPRequestHandler):
         return repo
 
     def _commit(self, repo: HubRepo, revision: str, head: bool = False) -> str | None:
-        if revision in ("main", "HEAD") or revision in repo.commits:
+        if revision in repo.refs:
+            return repo.refs[revision]
+        if revision in ("main", "HEAD") or revision in repo.commits or revision in repo.refs.values():
             return repo.commit if revision in ("main", "HEAD") else revision
         self._error(404, "RevisionNotFound", head=head)
         return None
@@ -178,6 +191,69 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._route(head=True)
 
+    def do_POST(self) -> None:
+        url = urlsplit(self.path)
+        parts = [unquote(p) for p in url.path.split("/") if p]
+        self.hub.requests.append(f"POST {url.path}")
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if parts == ["api", "validate-yaml"]:
+            return self._send(200, b'{"errors": [], "warnings": []}', {"Content-Type": "application/json"})
+        if parts[:2] != ["api", "models"] or len(parts) < 6 or parts[4] not in ("preupload", "commit"):
+            return self._error(404, "NotFound")
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
+        repo_id = "/".join(parts[2:4])
+        repo = self._repo(repo_id)
+        if repo is None:
+            return
+        if repo.read_only:
+            return self._error(403, "Forbidden", "You don't have the rights to create a pull request in this repo")
+        if parts[4] == "preupload":
+            files = json.loads(body)["files"]
+            answer = {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+            return self._send(200, json.dumps(answer).encode(), {"Content-Type": "application/json"})
+        self._pull_request(repo_id, repo, body, parse_qs(url.query))
+
+    def _pull_request(self, repo_id: str, repo: HubRepo, body: bytes, query: dict) -> None:
+        import base64
+
+        lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+        header = next(item["value"] for item in lines if item["key"] == "header")
+        if query.get("create_pr") != ["1"]:
+            return self._error(400, "BadRequest", "this test Hub only opens pull requests")
+        parent = header.get("parentCommit")
+        if parent is not None and parent != repo.commit:
+            return self._error(412, "PreconditionFailed", "A commit has happened since. Please refresh and try again.")
+        files = dict(repo.files)
+        for item in lines:
+            if item["key"] == "file":
+                files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+        with self.hub.lock:
+            num = len(repo.discussions) + 1
+            commit = hashlib.sha1(f"{repo.commit}:pr{num}".encode()).hexdigest()
+            repo.history[commit] = files
+            repo.refs[f"refs/pr/{num}"] = commit
+            repo.discussions.append({
+                "num": num, "title": header["summary"], "status": "open", "author": {"name": "hfdoctor-test"},
+                "createdAt": "2026-11-23T00:00:00.000Z", "isPullRequest": True,
+                "repo": {"name": repo_id, "type": "model"}, "description": header.get("description", ""),
+                "files": sorted(item["value"]["path"] for item in lines if item["key"] == "file"),
+            })
+        answer = {"commitUrl": f"{self.hub.endpoint}/{repo_id}/commit/{commit}", "commitOid": commit,
+                  "pullRequestUrl": f"{self.hub.endpoint}/{repo_id}/discussions/{num}"}
+        self._send(200, json.dumps(answer).encode(), {"Content-Type": "application/json"})
+
+    def _discussions(self, repo_id: str, query: dict) -> None:
+        repo = self._repo(repo_id)
+        if repo is None:
+            return
+        wanted = [d for d in repo.discussions
+                  if query.get("status", ["all"])[0] in ("all", d["status"])
+                  and query.get("type", ["all"])[0] in ("all", "pull_request" if d["isPullRequest"] else "discussion")]
+        public = [{k: v for k, v in d.items() if k not in ("description", "files")} for d in wanted]
+        body = {"discussions": public, "count": len(public), "start": 0, "numClosedDiscussions": 0}
+        self._send(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
     def _route(self, head: bool) -> None:
         url = urlsplit(self.path)
         parts = [unquote(p) for p in url.path.split("/") if p]
@@ -188,6 +264,8 @@ class _Handler(BaseHTTPRequestHandler):
             repo_id = "/".join(parts[2:4])
             if len(parts) >= 6 and parts[4] == "tree":
                 return self._tree(repo_id, parts[5], "/".join(parts[6:]), parse_qs(url.query))
+            if len(parts) == 5 and parts[4] == "discussions":
+                return self._discussions(repo_id, parse_qs(url.query))
             revision = parts[5] if len(parts) >= 6 and parts[4] == "revision" else "main"
             return self._model_info(repo_id, revision)
         if len(parts) >= 5 and parts[2] == "resolve":

@@ -46,7 +46,9 @@ def offline() -> bool:
 
 
 def looks_like_path(target: str) -> bool:
-    if target.startswith(("./", "../", "/", "~", ".\\")) or target.count("/") > 1 or os.sep != "/" and os.sep in target:
+    # A revision may hold slashes (`ORG/NAME@refs/pr/1`, a pull request): count them before '@'.
+    name = target.split("@", 1)[0] if REPO_ID.match(target) else target
+    if target.startswith(("./", "../", "/", "~", ".\\")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
         return True
     first = target.split("/", 1)[0]
     return "/" in target and os.path.isdir(first)

@@ -1,0 +1,64 @@
+"""The command-line side of `fix` on Hub repositories: --diff (print, write nothing), --pr
+(open pull requests), --dry-run, and catalogs (--from FILE --jobs N, one line a repository).
+
+Exit code: 2 when any repository could not be handled (no token, gated, unreachable, the
+Hub refused); otherwise what is left after the patch, as for a directory (--fail-on).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from rich.console import Console
+
+from hfdoctor.findings import Severity
+from hfdoctor.fix.hub_pr import Outcome, PullRequestError, open_pull_request, outcome_line
+from hfdoctor.sources.base import SourceError
+
+
+def _token() -> str | None:
+    from huggingface_hub import get_token
+
+    return get_token()
+
+
+def _one(target: str, *, pr: bool, dry_run: bool, **options) -> Outcome | str:
+    try:
+        return open_pull_request(target, token=_token() if pr and not dry_run else None,
+                                 dry_run=dry_run or not pr, **options)
+    except (PullRequestError, SourceError) as err:
+        return f"{target}: {err}"
+    except Exception as err:  # noqa: BLE001 - the Hub client's own errors: one repository's failure
+        return f"{target}: {type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+
+
+def run_hub_fix(targets: list[str], *, pr: bool, diff: bool, dry_run: bool, unsafe_fixes: bool, select, ignore,
+                upstream, jobs: int, output_format: str, fail_on: Severity, console: Console) -> int:
+    options = {"select": select, "ignore": ignore, "upstream": upstream, "unsafe_fixes": unsafe_fixes}
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(targets)))) as pool:
+        results = list(pool.map(lambda t: _one(t, pr=pr, dry_run=dry_run, **options), targets))
+    failed = False
+    worst = None
+    for result in results:
+        if isinstance(result, str):
+            failed = True
+            print(f"hfdoctor: {result}", file=sys.stderr)
+            continue
+        left = [f.severity for f in result.plan.after.findings] if result.plan else []
+        worst = max([worst, *left], key=lambda s: s or 0) if left else worst
+        if output_format == "json":
+            print(json.dumps({"target": result.repo_id, "commit": result.commit, "status": result.status,
+                              "url": result.url, "title": result.title,
+                              "fixed": [f.rule for f in (result.plan.applied if result.plan else [])]}))
+        elif diff and not pr:
+            sys.stdout.write(result.diff)
+            print(outcome_line(result), file=sys.stderr)
+        else:
+            console.print(outcome_line(result), soft_wrap=True, highlight=False, markup=False)
+            if result.status == "dry-run" and len(results) == 1:
+                console.print(result.description, soft_wrap=True, highlight=False, markup=False)
+    if failed:
+        return 2
+    return 1 if worst is not None and worst >= fail_on else 0
