@@ -94,6 +94,8 @@ PINNED_TRUE = {
     ("upstream/lmstudio-community--Qwen3-1.7B-MLX-bf16", "chat-template-render-error", "warning"),
     ("upstream/lmstudio-community--Qwen3-14B-MLX-4bit", "chat-template-render-error", "warning"),
     ("upstream/unsloth--Devstral-Small-2507", "chat-template-render-error", "warning"),
+    ("upstream/mistralai--Mistral-7B-Instruct-v0.3", "tool-support-mismatch", "warning"),
+    ("upstream/mistralai--Mistral-7B-Instruct-v0.3", "card-example-fails", "warning"),
 }
 
 

@@ -4,7 +4,8 @@
 - rendering: TPL003 syntax, TPL004 render errors, TPL005 markers that are not tokens;
 - serving: TPL006 generation prompt, TPL007 double BOS, TPL008 thinking toggle, TPL009 kwargs;
 - training: TPL010 prefix stability, TPL011 train/inference, TPL012 assistant masks, TPL013 drift;
-- provenance: TPL014 template-backdoor (what the source does on purpose).
+- provenance: TPL014 template-backdoor (what the source does on purpose);
+- claims: TPL016 tool-support-mismatch, CARD003 card-example-fails (what the card promises).
 
 common.py holds what they share (the analyses, locations in a template). These modules
 import hfdoctor.chat, hfdoctor.edits, lineage and the registry; never check or fix.
@@ -12,6 +13,6 @@ import hfdoctor.chat, hfdoctor.edits, lineage and the registry; never check or f
 
 from __future__ import annotations
 
-from hfdoctor.rules.template import presence, provenance, rendering, serving, training
+from hfdoctor.rules.template import claims, presence, provenance, rendering, serving, training
 
-RULES = [*presence.RULES, *rendering.RULES, *serving.RULES, *training.RULES, *provenance.RULES]
+RULES = [*presence.RULES, *rendering.RULES, *serving.RULES, *training.RULES, *provenance.RULES, *claims.RULES]
