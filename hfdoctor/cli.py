@@ -292,7 +292,7 @@ def fix(
 
 @app.command()
 def probe(
-    target: str = typer.Argument(..., help="Checkpoint directory whose weights to load, or a .gguf file."),
+    target: Optional[str] = typer.Argument(None, help="Checkpoint directory whose weights to load, or a .gguf file (none with --endpoint: the endpoint alone)."),
     device: Device = typer.Option(Device.auto, "--device", help="Where to run the model."),
     max_new_tokens: int = typer.Option(96, "--max-new-tokens", min=1, help="Generation budget per check."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
@@ -300,11 +300,18 @@ def probe(
     serve: bool = typer.Option(False, "--serve", help="Also probe through `transformers serve` started on 127.0.0.1, and compare."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Also probe through this running OpenAI-compatible server (vLLM, SGLang, TGI...), and compare."),
     endpoint_model: Optional[str] = typer.Option(None, "--endpoint-model", help="The model name to request from --endpoint (default: its first listed model)."),
+    seeded: bool = typer.Option(False, "--seeded", help="The server promises seeded determinism: seed-parity differences fail instead of being inconclusive."),
 ) -> None:
     """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
     from hfdoctor.probe import run_probe
 
     gguf_file = None
+    if target is None:
+        if endpoint is None:
+            fail("give a TARGET (a checkpoint directory), or --endpoint URL to probe a running server alone")
+        raise typer.Exit(run_probe(None, output_format=output_format.value, console=stdout_console(),
+                                   display_target=endpoint, endpoint=endpoint, endpoint_model=endpoint_model,
+                                   seeded=seeded))
     if os.path.isfile(target) and target.endswith(".gguf"):  # one GGUF: its folder is the repository
         path, gguf_file = os.path.dirname(os.path.abspath(target)), os.path.basename(target)
     else:
@@ -312,7 +319,7 @@ def probe(
     code = run_probe(
         path, device=device.value, max_new_tokens=max_new_tokens, output_format=output_format.value,
         trust_remote_code=trust_remote_code, console=stdout_console(), display_target=target, gguf_file=gguf_file,
-        serve=serve, endpoint=endpoint, endpoint_model=endpoint_model,
+        serve=serve, endpoint=endpoint, endpoint_model=endpoint_model, seeded=seeded,
     )
     raise typer.Exit(code)
 

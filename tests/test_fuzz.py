@@ -232,3 +232,32 @@ def test_hostile_globs_match_in_linear_time(pattern, path):
     """Patterns that backtrack exponentially in Python's engine: RE2 answers at once."""
     rules = gitfiles.lfs_rules(f"{pattern} filter=lfs\n")
     assert not gitfiles.routed_to_lfs(path, rules)
+
+
+# --- the model card's chat examples (hfdoctor.chat.examples) ----------------------------------------
+
+CARD_PIECES = st.sampled_from(["```python\n", "```\n", "```bash\n", "messages = [", "{'role': 'user', 'content': ",
+                               "\"hi\"", "prompt", "}", "]", ",", "\n", "(" * 40, "[" * 300, "'system'", "**kw",
+                               "{\"role\": \"system\", \"content\": f\"{x}\"}", "\\x00", "é"])
+
+
+@FUZZ
+@given(st.lists(CARD_PIECES, max_size=60).map("".join) | st.text(max_size=2000))
+def test_card_examples_are_a_list_or_nothing(body):
+    from hfdoctor.chat.examples import MAX_EXAMPLES, card_examples
+
+    examples = card_examples(body)
+    assert len(examples) <= MAX_EXAMPLES
+    assert all(role in ("system", "user", "assistant", "developer") for e in examples for role, _ in e.messages)
+
+
+@FUZZ
+@given(st.text(max_size=400), st.text(max_size=400))
+def test_the_markdown_summary_escapes_whatever_a_repository_names(name, message):
+    from hfdoctor.findings import Finding, Report, Severity
+    from hfdoctor.report.markdown import write_markdown
+
+    finding = Finding("TPL001", "missing-chat-template", Severity.ERROR, name, 3, None, message)
+    out = write_markdown([Report(target=name, findings=[finding])])
+    rows = [line for line in out.splitlines() if line.startswith("| error |")]
+    assert len(rows) == 1 and rows[0].count(" | ") == 3  # one row, four cells: nothing injected a column

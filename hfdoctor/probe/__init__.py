@@ -36,6 +36,7 @@ def run_probe(
     serve: bool = False,
     endpoint: str | None = None,
     endpoint_model: str | None = None,
+    seeded: bool = False,
 ) -> int:
     """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2)."""
     from rich.console import Console
@@ -49,9 +50,12 @@ def run_probe(
     errors = Console(stderr=True, highlight=False, soft_wrap=True)
     result = ProbeResult(target=display_target or path)
     try:
-        probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file)
-        if serve or endpoint:
-            probe_served(result, path, device, max_new_tokens, serve, endpoint, endpoint_model, gguf_file)
+        if path is None:  # --endpoint alone: only what serving suites check, no local weights
+            endpoint_only(result, endpoint, endpoint_model, seeded, errors)
+        else:
+            probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file)
+        if path is not None and (serve or endpoint):
+            probe_served(result, path, device, max_new_tokens, serve, endpoint, endpoint_model, gguf_file, seeded)
     except ProbeRefused as err:
         result.refused = str(err)
         errors.print(f"[bold red]probe refused:[/bold red] {escape(str(err))}")
@@ -62,8 +66,18 @@ def run_probe(
     return result.exit_code()
 
 
+def endpoint_only(result: "ProbeResult", url: str, model: str | None, seeded: bool, errors: "Console") -> None:
+    from hfdoctor.probe import conformance, served
+
+    endpoint = served.external(url, model)
+    result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
+    errors.print(f"probing {endpoint.url} ({endpoint.model}): served conformance", highlight=False)
+    result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded)
+
+
 def probe_served(result: "ProbeResult", path: str, device: str, max_new_tokens: int, serve: bool,
-                 endpoint_url: str | None, endpoint_model: str | None, gguf_file: str | None) -> None:
+                 endpoint_url: str | None, endpoint_model: str | None, gguf_file: str | None,
+                 seeded: bool = False) -> None:
     """The same checks through an OpenAI-compatible endpoint, compared with the in-process ones."""
     from hfdoctor.probe import served
     from hfdoctor.probe.preflight import ProbeRefused
@@ -80,8 +94,22 @@ def probe_served(result: "ProbeResult", path: str, device: str, max_new_tokens: 
         result.served_checks = served.served_checks(endpoint, by_name, max_new_tokens, switch)
         result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
         result.checks.append(served.agreement(by_name, result.served_checks, endpoint))
+        from hfdoctor.probe import conformance
+
+        parser = conformance_parser(ModelRepo(path))
+        result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded,
+                                                     reasoning_parser=parser, server=endpoint.how)
     finally:
         endpoint.close()
+
+
+def conformance_parser(repo) -> str | None:
+    """The reasoning parser the card tells servers to use (`--reasoning-parser X`), if any."""
+    import re
+
+    card = repo.card
+    found = re.search(r"--reasoning-parser[ =]+['\"]?([A-Za-z0-9_\-]{1,40})", card.body[:200_000]) if card else None
+    return found.group(1) if found else None
 
 
 def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, trust_remote_code: bool,

@@ -28,11 +28,13 @@ class ProbeResult:
     refused: str | None = None  # why nothing was (or could be) probed
     served: dict[str, Any] | None = None  # the endpoint probed with --serve / --endpoint
     served_checks: list[CheckResult] = field(default_factory=list)
+    # What serving test suites assert of the endpoint (hfdoctor.probe.conformance).
+    conformance: list[CheckResult] = field(default_factory=list)
 
     def exit_code(self) -> int:
         if self.refused is not None:
             return 2
-        return 1 if any(c.status == "failed" for c in self.checks) else 0
+        return 1 if any(c.status == "failed" for c in [*self.checks, *self.conformance]) else 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -46,7 +48,8 @@ class ProbeResult:
             "checks": [c.to_json() for c in self.checks],
         }
         if self.served is not None:
-            out["served"] = {**self.served, "checks": [c.to_json() for c in self.served_checks]}
+            out["served"] = {**self.served, "checks": [c.to_json() for c in self.served_checks],
+                             "conformance": [c.to_json() for c in self.conformance]}
         if self.refused is not None:
             out["refused"] = self.refused
         return out
@@ -60,8 +63,11 @@ def write_text(result: ProbeResult, console: Console) -> None:
     if result.refused is not None:
         return  # the refusal went to stderr; there is nothing else to show
     loaded = f"loaded in {result.load_seconds:.1f} s" if result.load_seconds is not None else ""
-    console.print(f"[bold]{escape(result.target)}[/bold]  family: {escape(result.family or 'unknown')}, "
-                  f"device: {result.device}, dtype: {result.dtype}, {loaded}")
+    if result.device is not None:
+        console.print(f"[bold]{escape(result.target)}[/bold]  family: {escape(result.family or 'unknown')}, "
+                      f"device: {result.device}, dtype: {result.dtype}, {loaded}")
+    else:
+        console.print(f"[bold]{escape(result.target)}[/bold]  (no local weights: the endpoint only)")
     replies_shown: set[tuple[str, str]] = set()
     for check in result.checks:
         console.print(f"  {VERDICT[check.status]} [bold]{check.name:<16}[/bold] {escape(check.detail)}", soft_wrap=True)
@@ -76,10 +82,10 @@ def write_text(result: ProbeResult, console: Console) -> None:
                           soft_wrap=True)
     if result.served is not None:
         console.print(f"  through {escape(result.served['server'])} at {escape(result.served['endpoint'])}:")
-        for check in result.served_checks:
-            console.print(f"    {VERDICT[check.status]} [bold]{check.name:<14}[/bold] {escape(check.detail)}",
+        for check in [*result.served_checks, *result.conformance]:
+            console.print(f"    {VERDICT[check.status]} [bold]{check.name:<19}[/bold] {escape(check.detail)}",
                           soft_wrap=True)
-    counts = {status: sum(c.status == status for c in result.checks) for status in STATUSES}
+    counts = {status: sum(c.status == status for c in [*result.checks, *result.conformance]) for status in STATUSES}
     summary = f"{counts['passed']} passed, {counts['failed']} failed"
     if counts["inconclusive"]:
         summary += f", {counts['inconclusive']} inconclusive"

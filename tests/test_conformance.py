@@ -1,0 +1,72 @@
+"""Served conformance (hfdoctor.probe.conformance) against a misbehaving OpenAI-compatible
+server on 127.0.0.1 (tests/openai_server.py): each mode fails exactly the check that names
+it, and the well-behaved mode passes them all. No weights are needed: `probe --endpoint URL`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from openai_server import FakeOpenAI
+
+from hfdoctor.probe.conformance import conformance, validate, WEATHER_TOOL, ARGUMENT_TYPES_EXAMPLE
+
+EXPECTED_FAILURE = {
+    "dup-stream-args": "tool-call-stream",
+    "string-values": "tool-call-arguments",
+    "seed-drift": "seed-parity",
+    "broken-strict-stream": "structured-output",
+    "drop-kwargs": "kwargs-honoured",
+}
+
+
+@pytest.fixture
+def server(request):
+    fake = FakeOpenAI(request.param).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.mark.parametrize("server", ["good"], indirect=True)
+def test_a_well_behaved_server_passes_every_check(server):
+    results = {c.name: c for c in conformance(server.url, "fake-model", seeded=True, reasoning_parser="qwen3")}
+    assert {name: c.status for name, c in results.items()} == {
+        "tool-call-arguments": "passed", "tool-call-stream": "passed", "seed-parity": "passed",
+        "structured-output": "passed", "kwargs-honoured": "passed", "reasoning-separated": "passed"}
+
+
+@pytest.mark.parametrize("server", list(EXPECTED_FAILURE), indirect=True)
+def test_each_misbehaviour_fails_exactly_its_check(server):
+    results = conformance(server.url, "fake-model", seeded=True)
+    failed = [c.name for c in results if c.status == "failed"]
+    assert failed == [EXPECTED_FAILURE[server.mode]], [(c.name, c.status, c.detail) for c in results]
+    detail = next(c.detail for c in results if c.status == "failed")
+    evidence = {"dup-stream-args": "do not assemble into JSON", "string-values": "not number",
+                "seed-drift": "while other requests ran", "broken-strict-stream": "streamed reply is not JSON",
+                "drop-kwargs": "drops the kwarg"}[server.mode]
+    assert evidence in detail, detail
+
+
+@pytest.mark.parametrize("server", ["seed-drift"], indirect=True)
+def test_seed_drift_is_inconclusive_unless_the_server_promises_determinism(server):
+    parity = next(c for c in conformance(server.url, "fake-model") if c.name == "seed-parity")
+    assert parity.status == "inconclusive" and "--seeded" in parity.detail
+
+
+@pytest.mark.parametrize("server", ["string-values"], indirect=True)
+def test_probe_endpoint_alone_needs_no_weights(server):
+    proc = run_cli("probe", "--endpoint", server.url, "--format", "json", "--seeded")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    statuses = {c["name"]: c["status"] for c in report["served"]["conformance"]}
+    assert statuses["tool-call-arguments"] == "failed" and statuses["structured-output"] == "passed"
+    assert all(r["model"] == "fake-model" for r in server.requests)  # only the URL given was asked
+
+
+def test_the_schema_check_knows_types():
+    assert validate(ARGUMENT_TYPES_EXAMPLE, WEATHER_TOOL["function"]["parameters"]) == []
+    wrong = dict(ARGUMENT_TYPES_EXAMPLE, celsius="22.5", eco="True", fan_level=3.5)
+    problems = validate(wrong, WEATHER_TOOL["function"]["parameters"])
+    assert len(problems) == 3 and any("/celsius" in p and "not number" in p for p in problems)
