@@ -519,3 +519,13 @@ def test_a_server_that_drops_chat_template_kwargs_is_caught(capsys):
     assert next(c for c in direct["checks"] if c["name"] == "served-agrees")["status"] == "passed"
     direct_failed = [c["name"] for c in direct["served"]["conformance"] if c["status"] == "failed"]
     assert direct_failed == ["structured-output"] and direct_code == 1
+
+
+def test_progress_is_plain_lines_with_seconds_off_a_terminal():
+    """In CI logs and pipes the probe says what it is doing, stage by stage, with the time."""
+    proc = run_cli("probe", str(THINKER), "--device", "cpu", "--format", "json")
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("hfdoctor probe [")]
+    stages = [line.split("] ", 1)[1] for line in lines]
+    assert stages[0] == "checking the checkout before loading" and stages[-1].startswith("done: ")
+    assert any(s.startswith("loaded in ") for s in stages) and any(s.startswith("think-on") for s in stages)
+    json.loads(proc.stdout)  # stdout stays pure JSON

@@ -121,12 +121,23 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
     from hfdoctor.probe import preflight
     from hfdoctor.repo import ModelRepo
 
+    import time
+
+    started = time.monotonic()
+    # On a terminal, one live status line; in CI logs and pipes, a plain line per stage with
+    # the seconds since the start (a GGUF's de-quantization alone takes tens of seconds).
+    plain = not errors.is_terminal
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=errors, transient=True) as progress:
+                  console=errors, transient=True, disable=plain) as progress:
         task = progress.add_task("checking the checkout before loading")
 
         def step(description: str) -> None:
+            if plain:
+                errors.print(f"hfdoctor probe [{time.monotonic() - started:5.1f} s] {description}", markup=False,
+                             highlight=False)
             progress.update(task, description=description)
+
+        step("checking the checkout before loading")
 
         repo = ModelRepo(path)
         weights = preflight.before_loading(repo, gguf_file)
@@ -147,4 +158,6 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
         step(f"loading {preflight.human_bytes(weights.nbytes)} of weights onto {result.device}")
         session = Session(path, result.device, max_new_tokens, repo.eos_ids, trust_remote_code, weights.gguf)
         result.dtype, result.load_seconds = session.dtype, session.load_seconds
+        step(f"loaded in {session.load_seconds:.1f} s ({session.dtype})")
         result.checks = run_checks(session, family, template, step, variant)
+        step(f"done: {len(result.checks)} checks")
