@@ -5,6 +5,7 @@ thing a serving test suite checks (the MLX server incident of issue 25):
 - good: everything right;
 - dup-stream-args: streamed tool-call arguments repeat the whole JSON object at the end;
 - string-values: tool-call argument values arrive as strings ("22.5", "3", "True");
+- parallel-indices: two parallel calls are streamed under one index;
 - seed-drift: the same seeded request gives another completion while other requests run;
 - broken-strict-stream: strict json_schema output, when streamed, is cut into invalid JSON;
 - drop-kwargs: chat_template_kwargs are ignored (the model always reasons).
@@ -18,7 +19,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("good", "dup-stream-args", "string-values", "seed-drift", "broken-strict-stream", "drop-kwargs")
+MODES = ("good", "dup-stream-args", "string-values", "parallel-indices", "seed-drift", "broken-strict-stream",
+         "drop-kwargs")
 ARGUMENTS = {"room": "living room", "celsius": 22.5, "fan_level": 3, "eco": True, "days": ["Monday", "Tuesday"],
              "schedule": {"start": "07:00"}}
 CITY = {"city": "Tokyo", "population": 13960000}
@@ -107,9 +109,12 @@ class _Handler(BaseHTTPRequestHandler):
             arguments = ARGUMENTS
             if mode == "string-values":
                 arguments = {k: v if isinstance(v, (str, list, dict)) else str(v) for k, v in ARGUMENTS.items()}
-            call = {"id": "call_1", "type": "function",
-                    "function": {"name": "set_thermostat", "arguments": json.dumps(arguments)}}
-            return {"content": None, "tool_calls": [call]}, "tool_calls"
+            rooms = [arguments]
+            if "bedroom" in prompt:  # two calls asked for in one turn
+                rooms = [dict(arguments, room="living room", celsius=21.0), dict(arguments, room="bedroom", celsius=18.0)]
+            calls = [{"id": f"call_{i + 1}", "type": "function",
+                      "function": {"name": "set_thermostat", "arguments": json.dumps(room)}} for i, room in enumerate(rooms)]
+            return {"content": None, "tool_calls": calls}, "tool_calls"
         if body.get("response_format", {}).get("type") == "json_schema":
             return {"content": json.dumps(CITY)}, "stop"
         kwargs = body.get("chat_template_kwargs") or {}
@@ -124,14 +129,16 @@ class _Handler(BaseHTTPRequestHandler):
         mode = self.server_state.mode
         chunks: list[dict] = []
         if message.get("tool_calls"):
-            call = message["tool_calls"][0]
-            arguments = call["function"]["arguments"]
-            pieces = [arguments[i:i + 7] for i in range(0, len(arguments), 7)]
-            if mode == "dup-stream-args":
-                pieces.append(arguments)  # the whole object again, as in the incident
-            chunks.append({"tool_calls": [{"index": 0, "id": call["id"], "type": "function",
-                                           "function": {"name": call["function"]["name"], "arguments": ""}}]})
-            chunks += [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in pieces]
+            single = len(message["tool_calls"]) == 1
+            for index, call in enumerate(message["tool_calls"]):
+                arguments = call["function"]["arguments"]
+                pieces = [arguments[i:i + 7] for i in range(0, len(arguments), 7)]
+                if mode == "dup-stream-args" and single:
+                    pieces.append(arguments)  # the whole object again, as in the incident
+                sent = 0 if mode == "parallel-indices" else index
+                chunks.append({"tool_calls": [{"index": sent, "id": call["id"], "type": "function",
+                                               "function": {"name": call["function"]["name"], "arguments": ""}}]})
+                chunks += [{"tool_calls": [{"index": sent, "function": {"arguments": p}}]} for p in pieces]
         else:
             content = message.get("content") or ""
             if mode == "broken-strict-stream" and body.get("response_format"):

@@ -16,6 +16,7 @@ from hfdoctor.probe.conformance import conformance, validate, WEATHER_TOOL, ARGU
 EXPECTED_FAILURE = {
     "dup-stream-args": "tool-call-stream",
     "string-values": "tool-call-arguments",
+    "parallel-indices": "tool-call-parallel",
     "seed-drift": "seed-parity",
     "broken-strict-stream": "structured-output",
     "drop-kwargs": "kwargs-honoured",
@@ -33,7 +34,8 @@ def server(request):
 def test_a_well_behaved_server_passes_every_check(server):
     results = {c.name: c for c in conformance(server.url, "fake-model", seeded=True, reasoning_parser="qwen3")}
     assert {name: c.status for name, c in results.items()} == {
-        "tool-call-arguments": "passed", "tool-call-stream": "passed", "seed-parity": "passed",
+        "tool-call-arguments": "passed", "tool-call-stream": "passed", "tool-call-parallel": "passed",
+        "seed-parity": "passed",
         "structured-output": "passed", "kwargs-honoured": "passed", "reasoning-separated": "passed"}
 
 
@@ -44,6 +46,7 @@ def test_each_misbehaviour_fails_exactly_its_check(server):
     assert failed == [EXPECTED_FAILURE[server.mode]], [(c.name, c.status, c.detail) for c in results]
     detail = next(c.detail for c in results if c.status == "failed")
     evidence = {"dup-stream-args": "do not assemble into JSON", "string-values": "not number",
+                "parallel-indices": "carries two ids",
                 "seed-drift": "while other requests ran", "broken-strict-stream": "streamed reply is not JSON",
                 "drop-kwargs": "drops the kwarg"}[server.mode]
     assert evidence in detail, detail

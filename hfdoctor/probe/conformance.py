@@ -5,7 +5,9 @@ The checks (each passed / failed / inconclusive / not-applicable, with the evide
   the function's schema, types included (numbers, integers, booleans, arrays, objects, not
   their string spellings);
 - tool-call-stream: the streamed deltas (index, id, name, argument fragments) assemble into
-  exactly the non-streamed call; parallel calls keep their indices apart;
+  exactly the non-streamed call;
+- tool-call-parallel: two calls asked for in one turn keep their own indices and ids when
+  streamed, and assemble into the non-streamed calls (not-applicable when the model makes one);
 - seed-parity: the same seeded request alone, while other requests run, streamed, and after
   a prefix-cache hit gives the same completion (a failure only when the user says the server
   promises seeded determinism, `--seeded`; otherwise inconclusive, saying why);
@@ -61,6 +63,8 @@ ARGUMENT_TYPES_EXAMPLE = {"room": "living room", "celsius": 22.5, "fan_level": 3
                           "days": ["Monday", "Tuesday"], "schedule": {"start": "07:00"}}
 TOOL_PROMPT = ("Set the living room thermostat to 22.5 degrees, fan level 3, eco mode on, on Monday and Tuesday, "
                "starting at 07:00. Use the tool.")
+PARALLEL_PROMPT = ("Set the living room thermostat to 21 degrees and the bedroom thermostat to 18 degrees, fan level "
+                   "1, eco mode off, every day from 06:00. Call the tool once for each room.")
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
           "required": ["city", "population"], "additionalProperties": False}
 SCHEMA_PROMPT = "Give the largest city of Japan and its population as JSON."
@@ -187,7 +191,8 @@ def tool_checks(url: str, model: str) -> list[CheckResult]:
         why = (f"the model answered in text ({plain.content[:60]!r}) instead of calling the tool: a model or template "
                "that cannot call tools, or a server without a tool-call parser")
         return [CheckResult("tool-call-arguments", "not-applicable", why),
-                CheckResult("tool-call-stream", "not-applicable", why)]
+                CheckResult("tool-call-stream", "not-applicable", why),
+                CheckResult("tool-call-parallel", "not-applicable", why)]
     results = []
     call = plain.tool_calls[0]
     try:
@@ -207,7 +212,25 @@ def tool_checks(url: str, model: str) -> list[CheckResult]:
     results.append(CheckResult("tool-call-stream", "failed" if detail else "passed",
                                detail or f"{len(streamed.tool_calls)} streamed call(s) assemble into the non-streamed "
                                          "ones (index, id, name, arguments)"))
+    results.append(parallel_calls(url, model))
     return results
+
+
+def parallel_calls(url: str, model: str) -> CheckResult:
+    """Two calls in one turn: streamed, each keeps its own index (and id), and the assembled
+    calls are the non-streamed ones, in order."""
+    body = _base(model, PARALLEL_PROMPT, tools=[WEATHER_TOOL], tool_choice="auto", parallel_tool_calls=True)
+    plain = request(url, body)
+    if len(plain.tool_calls) < 2:
+        return CheckResult("tool-call-parallel", "not-applicable", f"the model made {len(plain.tool_calls)} call(s) "
+                           "where two were asked for: no parallel calls to check")
+    streamed = request(url, {**body, "stream": True})
+    detail = _stream_difference(plain, streamed)
+    if detail is None and len({c["id"] for c in streamed.tool_calls}) < len(streamed.tool_calls):
+        detail = "two streamed calls share one id"
+    return CheckResult("tool-call-parallel", "failed" if detail else "passed",
+                       detail or f"{len(plain.tool_calls)} parallel calls keep their indices and ids apart, streamed "
+                                 "and not")
 
 
 def _stream_difference(plain: Completion, streamed: Completion) -> str | None:
