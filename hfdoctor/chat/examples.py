@@ -15,7 +15,6 @@ import re
 import hashlib
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from hfdoctor.sandbox import StepTimeout, run_bounded, run_in_process
 
@@ -141,6 +140,3 @@ def summary(example: CardExample) -> str:
     roles = [role for role, _ in example.messages]
     return " + ".join(roles)
 
-
-def as_messages(example: CardExample) -> list[dict[str, Any]]:
-    return [{"role": role, "content": content} for role, content in example.messages]

@@ -40,14 +40,13 @@ def run_hub_fix(targets: list[str], *, pr: bool, diff: bool, dry_run: bool, unsa
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(targets)))) as pool:
         results = list(pool.map(lambda t: _one(t, pr=pr, dry_run=dry_run, **options), targets))
     failed = False
-    worst = None
+    left: list[Severity] = []  # the severities of what remains after each patch
     for result in results:
         if isinstance(result, str):
             failed = True
             print(f"hfdoctor: {result}", file=sys.stderr)
             continue
-        left = [f.severity for f in result.plan.after.findings] if result.plan else []
-        worst = max([worst, *left], key=lambda s: s or 0) if left else worst
+        left += [f.severity for f in result.plan.after.findings] if result.plan else []
         if output_format == "json":
             print(json.dumps({"target": result.repo_id, "commit": result.commit, "status": result.status,
                               "url": result.url, "title": result.title,
@@ -61,4 +60,4 @@ def run_hub_fix(targets: list[str], *, pr: bool, diff: bool, dry_run: bool, unsa
                 console.print(result.description, soft_wrap=True, highlight=False, markup=False)
     if failed:
         return 2
-    return 1 if worst is not None and worst >= fail_on else 0
+    return 1 if left and max(left) >= fail_on else 0

@@ -18,10 +18,10 @@ the Hub endpoint and never printed. `--diff` and `--dry-run` need none and write
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from hfdoctor.findings import Applicability, Finding, Report
+from hfdoctor.findings import Applicability
 from hfdoctor.fix.plan import Plan, plan_fixes
 from hfdoctor.report.diff import unified_diff
 from hfdoctor.sources.base import SourceError, Unreadable
@@ -50,7 +50,6 @@ class Outcome:
     diff: str = ""
     description: str = ""
     title: str = ""
-    left: list[Finding] = field(default_factory=list)
 
 
 def parse_target(target: str) -> tuple[str, str | None]:
@@ -73,14 +72,14 @@ def snapshot(source: HubSource, into: Path) -> None:
 
 
 def plan_on_hub(repo_id: str, revision: str | None, *, token: str | None, select, ignore, upstream,
-                unsafe_fixes: bool) -> tuple[HubSource, Plan, Path, tempfile.TemporaryDirectory]:
+                unsafe_fixes: bool) -> tuple[HubSource, Plan, tempfile.TemporaryDirectory]:
     source = HubSource(repo_id, revision, token=token)
     scratch = tempfile.TemporaryDirectory(prefix="hfdoctor-pr-")
     folder = Path(scratch.name) / repo_id.replace("/", "--")
     folder.mkdir(parents=True)
     snapshot(source, folder)
     plan = plan_fixes(folder, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes)
-    return source, plan, folder, scratch
+    return source, plan, scratch
 
 
 def title_of(plan: Plan) -> str:
@@ -142,12 +141,11 @@ def open_pull_request(target: str, *, token: str | None, select=None, ignore=Non
                                "`hf auth login`); nothing was opened")
     api = HfApi(endpoint=endpoint(), token=token)
     for _ in range(MAX_ATTEMPTS):
-        source, plan, _, scratch = plan_on_hub(repo_id, revision, token=token, select=select, ignore=ignore,
+        source, plan, scratch = plan_on_hub(repo_id, revision, token=token, select=select, ignore=ignore,
                                                upstream=upstream, unsafe_fixes=unsafe_fixes)
         with scratch:
             diff = unified_diff(plan.original, plan.changed)
-            outcome = Outcome(repo_id, source.commit, "nothing-to-fix", plan=plan, diff=diff,
-                              left=[f for f in plan.after.findings])
+            outcome = Outcome(repo_id, source.commit, "nothing-to-fix", plan=plan, diff=diff)
             if not plan.changed:
                 return outcome
             outcome.title = title_of(plan)
@@ -198,6 +196,3 @@ def outcome_line(outcome: Outcome) -> str:
             "nothing-to-fix": "nothing to fix", "dry-run": f"would open \"{outcome.title}\" ({n} fix(es))"}
     return f"{outcome.repo_id}@{outcome.commit[:12]}: {what[outcome.status]}"
 
-
-def report_of(outcome: Outcome) -> Report:
-    return outcome.plan.after if outcome.plan else Report(target=outcome.repo_id, findings=[])

@@ -105,11 +105,11 @@ def probe_served(result: "ProbeResult", path: str, device: str, max_new_tokens: 
 
 def conformance_parser(repo) -> str | None:
     """The reasoning parser the card tells servers to use (`--reasoning-parser X`), if any."""
-    import re
+    from hfdoctor.compat.assess import SERVE_FLAG
 
     card = repo.card
-    found = re.search(r"--reasoning-parser[ =]+['\"]?([A-Za-z0-9_\-]{1,40})", card.body[:200_000]) if card else None
-    return found.group(1) if found else None
+    flags = SERVE_FLAG.finditer(card.text) if card is not None else ()
+    return next((m.group(2) for m in flags if m.group(1) == "reasoning"), None)
 
 
 def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, trust_remote_code: bool,

@@ -20,7 +20,7 @@ from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.sources.base import Unreadable
-from hfdoctor.weights.headers import lfs_pointer, repo_weights
+from hfdoctor.weights.headers import LFS_POINTER_PREFIX, lfs_pointer, repo_weights
 
 
 def _names(imports, limit: int = 4) -> str:
@@ -189,7 +189,7 @@ def _pushed_pickles(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             data = source.read_blob(blob.sha, PUSHED_BLOB_LIMIT)
         except Unreadable:
             continue
-        if data.startswith(b"version https://git-lfs.github.com/spec/"):
+        if data.startswith(LFS_POINTER_PREFIX):
             continue  # an LFS pointer: the object itself is not in the push
         scan = scan_handle(io.BytesIO(data), blob.path, repo.budget)
         dangerous, unlisted = scan.by_verdict("dangerous"), scan.by_verdict("unlisted")

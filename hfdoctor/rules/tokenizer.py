@@ -139,12 +139,7 @@ def _declared_id(repo: ModelRepo, token: str) -> int | None:
     found = repo.token_id(token)
     if found is not None:
         return found
-    decoder = (repo.tokenizer_config or {}).get("added_tokens_decoder")
-    if isinstance(decoder, dict):
-        for key, entry in decoder.items():
-            if isinstance(entry, dict) and entry.get("content") == token and str(key).isascii() and str(key).isdigit():
-                return int(key)
-    return None
+    return next((token_id for token_id, content in repo.added_tokens_decoder.items() if content == token), None)
 
 
 def _gguf_disagreements(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
