@@ -81,30 +81,33 @@ class Completion:
     reasoning: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"index", "id", "name", "arguments"}
     finish_reason: str | None = None
+    tokens: int | None = None  # usage.completion_tokens, when the server says
     problems: list[str] = field(default_factory=list)  # what the stream itself got wrong
 
 
-def request(url: str, body: dict[str, Any]) -> Completion:
-    """One /v1/chat/completions request, streamed or not, as one Completion."""
+def request(url: str, body: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Completion:
+    """One /v1/chat/completions request, streamed or not, as one Completion (the probe's
+    served checks and the conformance checks both ask through here)."""
     req = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as response:
+        with urllib.request.urlopen(req, timeout=timeout) as response:
             if body.get("stream"):
                 return _assemble(response)
             data = json.loads(response.read(MAX_STREAM_BYTES))
     except (urllib.error.URLError, OSError, ValueError) as err:
-        raise EndpointError(f"the endpoint did not answer: {err}") from None
+        raise EndpointError(f"the endpoint {url} did not answer a chat request: {err}") from None
     try:
         choice = data["choices"][0]
         message = choice["message"]
     except (KeyError, IndexError, TypeError):
-        raise EndpointError(f"not a chat completion: {str(data)[:200]}") from None
+        raise EndpointError(f"the endpoint's reply is not a chat completion: {str(data)[:200]}") from None
     calls = [{"index": i, "id": c.get("id"), "name": (c.get("function") or {}).get("name"),
               "arguments": (c.get("function") or {}).get("arguments")}
              for i, c in enumerate(message.get("tool_calls") or [])]
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     return Completion(message.get("content") or "", message.get("reasoning_content") or message.get("reasoning") or "",
-                      calls, choice.get("finish_reason"))
+                      calls, choice.get("finish_reason"), usage.get("completion_tokens"))
 
 
 def _assemble(response) -> Completion:

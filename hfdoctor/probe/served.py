@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfdoctor.probe.checks import MIN_DECISIVE_BUDGET, QUESTION, CheckResult
+from hfdoctor.probe.conformance import EndpointError, request
 from hfdoctor.probe.preflight import ProbeRefused
 
 REQUEST_TIMEOUT_S = 300
@@ -58,22 +59,11 @@ class Endpoint:
                                 "max_tokens": max_tokens, "temperature": 0, "seed": 0, "stream": False}
         if kwargs:
             body["chat_template_kwargs"] = kwargs
-        request = urllib.request.Request(f"{self.url}/v1/chat/completions", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
-                data = json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            raise ProbeRefused(f"the endpoint {self.url} did not answer a chat request: {err}") from None
-        try:
-            choice = data["choices"][0]
-            message = choice["message"]
-        except (KeyError, IndexError, TypeError):
-            raise ProbeRefused(f"the endpoint's reply is not a chat completion: {str(data)[:200]}") from None
-        reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
-        usage = data.get("usage") or {}
-        return Reply(message.get("content") or "", reasoning, choice.get("finish_reason"),
-                     usage.get("completion_tokens"))
+            done = request(self.url, body, timeout=REQUEST_TIMEOUT_S)
+        except EndpointError as err:
+            raise ProbeRefused(str(err)) from None
+        return Reply(done.content, done.reasoning, done.finish_reason, done.tokens)
 
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:
