@@ -28,6 +28,8 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Iterator
 
+from hfdoctor.sources.base import ByteRange
+
 MAX_MEMBERS = 10_000
 MAX_MEMBER_BYTES = 256 * 1024 * 1024  # decompressed, per member or stream
 
@@ -93,35 +95,14 @@ def zip_entries(handle: IO[bytes]) -> list[ZipEntry]:
     return entries
 
 
-class _Window(io.RawIOBase):
+def _window(handle: IO[bytes], start: int, size: int) -> ByteRange:
     """Bytes [start, start + size) of a seekable file, as a seekable file of their own."""
 
-    def __init__(self, handle: IO[bytes], start: int, size: int):
-        self.handle, self.start, self.size, self.position = handle, start, size, 0
+    def read_at(offset: int, length: int) -> bytes:
+        handle.seek(start + offset)
+        return handle.read(length)
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
-        self.position = min(max(0, base + offset), self.size)
-        return self.position
-
-    def readinto(self, buffer) -> int:
-        want = min(len(buffer), self.size - self.position)
-        if want <= 0:
-            return 0
-        self.handle.seek(self.start + self.position)
-        data = self.handle.read(want)
-        buffer[: len(data)] = data
-        self.position += len(data)
-        return len(data)
+    return ByteRange(read_at, size)
 
 
 class _Inflating(io.RawIOBase):
@@ -158,7 +139,7 @@ class _Inflating(io.RawIOBase):
 def open_entry(handle: IO[bytes], entry: ZipEntry) -> IO[bytes]:
     """A zip member's bytes as a file: a window for stored members (seekable, nothing read
     ahead), a decompressing reader for deflate, bzip2 and lzma."""
-    window = _Window(handle, entry.data_offset, entry.compressed_size)
+    window = _window(handle, entry.data_offset, entry.compressed_size)
     if entry.method == zipfile.ZIP_STORED:
         return io.BufferedReader(window, 1 << 16)
     if entry.method == zipfile.ZIP_DEFLATED:

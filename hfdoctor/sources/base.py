@@ -13,7 +13,7 @@ import io
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from hfdoctor.budget import Budget
 
@@ -107,10 +107,12 @@ class Source(ABC):
         """Release what the source holds (processes, connections)."""
 
 
-class RangedFile(io.RawIOBase):
-    def __init__(self, source: Source, rel: str, size: int):
-        self.source, self.rel, self.size = source, rel, size
-        self.position = 0
+class ByteRange(io.RawIOBase):
+    """`size` bytes that `read_at(offset, n)` returns, as a seekable read-only file: a file
+    of a source read by ranges (RangedFile), a member inside a container's file."""
+
+    def __init__(self, read_at: Callable[[int, int], bytes], size: int):
+        self.read_at, self.size, self.position = read_at, size, 0
 
     def readable(self) -> bool:
         return True
@@ -130,7 +132,14 @@ class RangedFile(io.RawIOBase):
         want = min(len(buffer), max(0, self.size - self.position))
         if want == 0:
             return 0
-        data = self.source.read_range(self.rel, self.position, want)
+        data = self.read_at(self.position, want)
         buffer[: len(data)] = data
         self.position += len(data)
         return len(data)
+
+
+class RangedFile(ByteRange):
+    """A file of a source, read by ranges as the reader asks for them."""
+
+    def __init__(self, source: Source, rel: str, size: int):
+        super().__init__(lambda start, length: source.read_range(rel, start, length), size)
