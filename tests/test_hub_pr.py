@@ -138,3 +138,21 @@ def test_a_catalog_gives_one_line_per_repository(hub, tmp_path):
     assert any(line.startswith("acme/seed-incident@") and "would open" in line for line in lines)
     assert any(line.startswith("Qwen/Qwen3-8B@") and "nothing to fix" in line for line in lines)
     assert "acme/missing" in proc.stderr
+
+
+def test_a_listed_name_that_leaves_the_folder_is_never_written(tmp_path):
+    """A Hub listing is remote data: `../x` must not become a file outside the scratch folder."""
+    from hfdoctor.fix.hub_pr import snapshot
+    from hfdoctor.sources.base import Entry
+
+    class Listing:
+        def entries(self):
+            return {rel: Entry(rel, "file", size=3) for rel in ("../escaped.json", "/abs.json", "ok.json")}
+
+        def read(self, rel, limit):
+            return b"{}\n"
+
+    into = tmp_path / "scratch" / "repo"
+    into.mkdir(parents=True)
+    snapshot(Listing(), into)
+    assert sorted(p.name for p in tmp_path.rglob("*.json")) == ["ok.json"]

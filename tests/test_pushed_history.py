@@ -58,12 +58,18 @@ def push(repo: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True, timeout=300)
 
 
+def add_then_remove(repo: Path, name: str, data: bytes) -> str:
+    """A commit that adds `name`, then one that removes it: the tip no longer holds it."""
+    (repo / name).write_bytes(data)
+    added = commit(repo, f"add {name}")
+    (repo / name).unlink()
+    commit(repo, f"remove {name}")
+    return added
+
+
 def test_an_intermediate_large_plain_blob_blocks_the_push(pushed_repo):
     repo, _ = pushed_repo
-    (repo / "dump.bin").write_bytes(os.urandom(11 * 1024 * 1024))
-    added = commit(repo, "add a dump")
-    (repo / "dump.bin").unlink()
-    commit(repo, "remove it")
+    added = add_then_remove(repo, "dump.bin", os.urandom(11 * 1024 * 1024))
     proc = push(repo)
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "lfs-attributes" in proc.stdout and added[:12] in proc.stdout and "dump.bin" in proc.stdout
@@ -71,10 +77,7 @@ def test_an_intermediate_large_plain_blob_blocks_the_push(pushed_repo):
 
 def test_an_intermediate_pickle_payload_blocks_the_push(pushed_repo):
     repo, _ = pushed_repo
-    (repo / "optimizer.pt").write_bytes(pickle.dumps(Payload(), protocol=2))
-    added = commit(repo, "add state")
-    (repo / "optimizer.pt").unlink()
-    commit(repo, "remove state")
+    added = add_then_remove(repo, "optimizer.pt", pickle.dumps(Payload(), protocol=2))
     proc = push(repo)
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "unsafe-pickle" in proc.stdout and added[:12] in proc.stdout and "system" in proc.stdout
@@ -99,10 +102,7 @@ def test_clean_history_pushes_and_pushed_commits_are_not_judged_again(pushed_rep
 def test_a_new_branch_is_judged_from_what_no_remote_has(pushed_repo):
     repo, _ = pushed_repo
     git(repo, "checkout", "-q", "-b", "feature")
-    (repo / "dump.bin").write_bytes(os.urandom(11 * 1024 * 1024))
-    added = commit(repo, "add a dump")
-    (repo / "dump.bin").unlink()
-    commit(repo, "remove it")
+    added = add_then_remove(repo, "dump.bin", os.urandom(11 * 1024 * 1024))
     from hfdoctor.survey import Options, check_one
 
     report = check_one(str(repo), Options(git_rev="HEAD", git_since="0" * 40, select=("lfs-attributes",)))
@@ -112,3 +112,13 @@ def test_a_new_branch_is_judged_from_what_no_remote_has(pushed_repo):
 
     source = GitSource(repo, "HEAD", since="0" * 40)
     assert {b.commit for b in source.pushed} == {added}
+
+
+def test_git_since_takes_only_a_commit_id(pushed_repo):
+    """--git-since reaches git's command line: an option there is refused, never run."""
+    from hfdoctor.survey import Options, check_one
+
+    repo, _ = pushed_repo
+    report = check_one(str(repo), Options(git_rev="HEAD", git_since="--output=/tmp/hfdoctor-pwned"))
+    assert not hasattr(report, "findings") and "not a commit id" in report.message, report
+    assert not Path("/tmp/hfdoctor-pwned").exists()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from hfdoctor.findings import Applicability
 from hfdoctor.fix.plan import Plan, plan_fixes
+from hfdoctor.fix.write import UnsafeWrite, writable_path
 from hfdoctor.report.diff import unified_diff
 from hfdoctor.sources.base import SourceError, Unreadable
 from hfdoctor.sources.hub import HubSource, endpoint
@@ -63,10 +64,10 @@ def snapshot(source: HubSource, into: Path) -> None:
         if not entry.is_file or rel.lower().endswith(WEIGHT_SUFFIXES) or (entry.size or 0) > MAX_METADATA_FILE:
             continue
         try:
+            path = writable_path(into, rel)  # a listed name like ../x never leaves the scratch folder
             data = source.read(rel, MAX_METADATA_FILE)
-        except Unreadable:
+        except (Unreadable, UnsafeWrite):
             continue  # check reports it; a fix never writes what it could not read
-        path = into / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
 

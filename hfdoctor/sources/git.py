@@ -68,6 +68,7 @@ class GitSource(Source):
     def __init__(self, directory: str | os.PathLike[str], rev: str, since: str | None = None):
         # since: the remote's commit of a push (the pre-push hook), or all zeros for a new
         # branch; then `pushed` lists the blobs of every pushed commit, not only the tip's.
+        history.check_since(since)
         self.since = since
         self.directory = Path(directory)
         if not self.directory.is_dir():

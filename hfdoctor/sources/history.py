@@ -14,9 +14,13 @@ itself holds are left to the ordinary rules (judged once, not twice). git runs h
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+from hfdoctor.sources.base import SourceError
+
 ZERO = frozenset("0")
+HEX_ID = re.compile(r"[0-9a-fA-F]{4,64}")
 MAX_COMMITS = 10_000  # a push of more is listed that far (check-incomplete says so)
 
 
@@ -31,6 +35,13 @@ class PushedBlob:
 def is_null(sha: str | None) -> bool:
     """git's all-zero id (a new branch in the pre-push protocol), or nothing."""
     return not sha or set(sha) <= ZERO
+
+
+def check_since(since: str | None) -> None:
+    """`since` must be a commit id (what git gives a pre-push hook): anything else, an option
+    included, is refused before it can reach git's command line."""
+    if since is not None and not is_null(since) and not HEX_ID.fullmatch(since):
+        raise SourceError(f"--git-since {since[:60]!r} is not a commit id (4 to 64 hexadecimal digits)")
 
 
 def pushed_commits(git, tip: str, since: str | None) -> list[str]:
