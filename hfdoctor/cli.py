@@ -1,97 +1,61 @@
-"""The command line: thin typer commands over the library.
+"""The command line: thin argparse commands over the library.
 
 Exit codes (CONTRACT.md): 0 nothing at or above --fail-on; 1 findings at or above it
 (fix: what is left; probe: a behaviour check failed); 2 usage error or a failure of
 hfdoctor itself. Heavy libraries (torch, transformers) are never imported here.
+
+Why argparse and not a CLI framework: `check` runs on every push, so its start-up is part of
+what a user waits for. typer 0.29 builds a pydantic validator for every option of the
+command it runs, which cost 0.2 s of CPU per invocation (a quarter of a check of
+Qwen3-8B, bench/bench_check.py); argparse costs a few milliseconds. Each subcommand has its
+own parser, read with parse_intermixed_args, so that options may come between targets
+(`check A --format json B`), as they may with click.
 """
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import json
 import os
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import List, Optional
-
-import typer
-from rich.console import Console
+from typing import Callable, NoReturn, Optional
 
 from hfdoctor import __version__
 from hfdoctor.findings import Severity
 
-def _flags_without_type(option_class) -> None:
-    """Typer 0.29 prints a type after every option, flags included (`--diff <bool>`), which
-    reads as if the flag took a value. Flags show none, as click and argparse print them."""
-    shown = getattr(option_class, "display_type_rich", None)
-    if shown is None or getattr(shown, "_hfdoctor", False):
-        return
-
-    def display_type_rich(self, ctx):
-        return None if getattr(self, "is_flag", False) and self.metavar is None else shown(self, ctx)
-
-    display_type_rich._hfdoctor = True  # type: ignore[attr-defined]
-    option_class.display_type_rich = display_type_rich
+DESCRIPTION = ("Lint and repair Hugging Face model repositories: chat templates, tokenizers, "
+               "generation config, model card, weights.")
+CHECK_FORMATS = ("text", "json", "jsonl", "github", "sarif")
+FORMATS = ("text", "json")
+SEVERITIES = ("error", "warning", "info")
+DEVICES = ("auto", "cpu", "cuda")
+UPSTREAM_HELP = ("Directory of upstream model folders named <org>--<name>/ (repeatable; also HFDOCTOR_UPSTREAM), "
+                 "consulted before the local Hugging Face cache and the Hub.")
+TARGETS_HELP = ("Checkpoint directories, Hub repo ids (ORG/NAME, ORG/NAME@REVISION), or with --git-rev the "
+                "directory of a git repository.")
 
 
-try:
-    from typer.core import TyperOption
+def stdout_console():
+    from rich.console import Console
 
-    _flags_without_type(TyperOption)
-except ImportError:  # an older typer: it never printed one
-    pass
-
-app = typer.Typer(
-    name="hfdoctor",
-    help="Lint and repair Hugging Face model repositories: chat templates, tokenizers, "
-    "generation config, model card, weights.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-hook_app = typer.Typer(help="Git hooks that run hfdoctor.", no_args_is_help=True)
-app.add_typer(hook_app, name="hook")
-
-
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-class CheckFormat(str, Enum):
-    """check also speaks the formats CI systems read, and one report a line for catalogs."""
-
-    text = "text"
-    json = "json"
-    jsonl = "jsonl"
-    github = "github"
-    sarif = "sarif"
-
-
-class FailOn(str, Enum):
-    error = "error"
-    warning = "warning"
-    info = "info"
-
-
-class Device(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-
-
-def stdout_console() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
-def fail(message: str) -> None:
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def fail(message: str) -> NoReturn:
     """A usage error or a failure of hfdoctor itself: message on stderr, exit 2."""
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/bold red] {message}")
-    raise typer.Exit(2)
+    stderr_console().print(f"[bold red]error:[/bold red] {message}")
+    raise SystemExit(2)
 
 
-def split_list(values: Optional[List[str]]) -> list[str]:
+def split_list(values: Optional[list[str]]) -> list[str]:
     """--select A,B --select C -> [A, B, C]."""
     out: list[str] = []
     for value in values or []:
@@ -118,83 +82,6 @@ def local_directory(target: str, command: str) -> str:
         fail(f"{command} works on a local directory; {hint}download {target} first "
              f"(`hf download {target} --local-dir DIR`), or run `hfdoctor check {target}`")
     fail(f"{target}: no such directory")
-    raise AssertionError  # fail() exits
-
-
-def version_callback(value: bool) -> None:
-    if value:
-        print(f"hfdoctor {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def main_callback(
-    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True, help="Print the version."),
-) -> None:
-    """hfdoctor: find what breaks serving and training in a model repository, and fix it."""
-
-
-UPSTREAM_HELP = ("Directory of upstream model folders named <org>--<name>/ (repeatable; also HFDOCTOR_UPSTREAM), "
-                 "consulted before the local Hugging Face cache and the Hub.")
-
-
-TARGETS_HELP = ("Checkpoint directories, Hub repo ids (ORG/NAME, ORG/NAME@REVISION), or with --git-rev the "
-                "directory of a git repository.")
-
-
-@app.command()
-def check(
-    targets: Optional[List[str]] = typer.Argument(None, help=TARGETS_HELP),
-    from_file: Optional[str] = typer.Option(None, "--from", help="Read targets from FILE, one a line ('-': stdin)."),
-    output_format: CheckFormat = typer.Option(
-        CheckFormat.text, "--format",
-        help="text, json, jsonl (one report a line, as each target finishes), github (Actions annotations) or sarif.",
-    ),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Only these rules: codes, names or prefixes (comma-separated)."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Skip these rules: codes, names or prefixes."),
-    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Lowest severity that makes the exit code 1."),
-    upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
-    revision: Optional[str] = typer.Option(None, "--revision", help="The revision (branch, tag, commit) of Hub targets."),
-    git_rev: Optional[str] = typer.Option(None, "--git-rev", help="Check this commit of the git repository at each target (what is pushed), not the working tree."),
-    git_since: Optional[str] = typer.Option(None, "--git-since", help="With --git-rev: the commit the remote has (all zeros: a new branch, then every commit no remote has). Blob rules (large non-LFS blobs, pickle imports) also judge every blob the commits in between add; the other rules judge --git-rev."),
-    cache: bool = typer.Option(False, "--cache", help="Store what a Hub check downloads in the HF cache, for offline checks later (check writes nothing otherwise)."),
-    timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds a Hub repository may take, all requests together."),
-    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Targets checked in parallel (0: the number of cores)."),
-    summary: Optional[Path] = typer.Option(None, "--summary", help="Also append a Markdown summary of warnings and errors to this file (a CI job page: $GITHUB_STEP_SUMMARY). The only file check writes, and only when asked."),
-) -> None:
-    """Run every static rule. Never writes (but --summary); never reads tensor data."""
-    from hfdoctor.survey import Options, check_many, rule_counts
-
-    selects, ignores = split_list(select), split_list(ignore)
-    check_selectors(selects + ignores)
-    all_targets = list(targets or []) + read_targets(from_file)
-    if not all_targets:
-        fail("give at least one TARGET (or --from FILE)")
-    if git_since is not None and git_rev is None:
-        fail("--git-since needs --git-rev (the commit being pushed)")
-    options = Options(tuple(selects), tuple(ignores), tuple(upstream or ()), revision, git_rev, cache, timeout,
-                      git_since=git_since)
-    workers = jobs or os.cpu_count() or 1
-    results: list = [None] * len(all_targets)
-    for index, result in check_many(all_targets, options, workers):
-        results[index] = result
-        stream(result, output_format)
-    emit(results, output_format)
-    if summary is not None:
-        from hfdoctor.report.markdown import write_markdown
-
-        try:
-            with open(summary, "a", encoding="utf-8") as handle:
-                handle.write(write_markdown(results))
-        except OSError as err:
-            fail(f"cannot write --summary {summary}: {err.strerror or err}")
-    if len(all_targets) > 1 and output_format in (CheckFormat.text, CheckFormat.jsonl):
-        from hfdoctor.findings import TargetError
-        from hfdoctor.report.text import write_rule_summary
-
-        console = stdout_console() if output_format is CheckFormat.text else Console(stderr=True, highlight=False)
-        write_rule_summary(rule_counts(results), len(results), sum(isinstance(r, TargetError) for r in results), console)
-    raise typer.Exit(exit_code(results, Severity.parse(fail_on.value)))
 
 
 def read_targets(from_file: Optional[str]) -> list[str]:
@@ -209,29 +96,68 @@ def read_targets(from_file: Optional[str]) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def stream(result, output_format: CheckFormat) -> None:
+# --- check -------------------------------------------------------------------------------
+
+
+def check(args: argparse.Namespace) -> int:
+    """Run every static rule. Never writes (but --summary); never reads tensor data."""
+    from hfdoctor.survey import Options, check_many, rule_counts
+
+    selects, ignores = split_list(args.select), split_list(args.ignore)
+    check_selectors(selects + ignores)
+    all_targets = list(args.targets) + read_targets(args.from_file)
+    if not all_targets:
+        fail("give at least one TARGET (or --from FILE)")
+    if args.git_since is not None and args.git_rev is None:
+        fail("--git-since needs --git-rev (the commit being pushed)")
+    options = Options(tuple(selects), tuple(ignores), tuple(args.upstream or ()), args.revision, args.git_rev,
+                      args.cache, args.timeout, git_since=args.git_since)
+    workers = args.jobs or os.cpu_count() or 1
+    results: list = [None] * len(all_targets)
+    for index, result in check_many(all_targets, options, workers):
+        results[index] = result
+        stream(result, args.format)
+    emit(results, args.format)
+    if args.summary is not None:
+        from hfdoctor.report.markdown import write_markdown
+
+        try:
+            with open(args.summary, "a", encoding="utf-8") as handle:
+                handle.write(write_markdown(results))
+        except OSError as err:
+            fail(f"cannot write --summary {args.summary}: {err.strerror or err}")
+    if len(all_targets) > 1 and args.format in ("text", "jsonl"):
+        from hfdoctor.findings import TargetError
+        from hfdoctor.report.text import write_rule_summary
+
+        console = stdout_console() if args.format == "text" else stderr_console()
+        write_rule_summary(rule_counts(results), len(results), sum(isinstance(r, TargetError) for r in results), console)
+    return exit_code(results, Severity.parse(args.fail_on))
+
+
+def stream(result, output_format: str) -> None:
     """Formats that print each target as it finishes."""
-    if output_format is CheckFormat.jsonl:
+    if output_format == "jsonl":
         from hfdoctor.report.json_report import write_jsonl_line
 
         print(write_jsonl_line(result), flush=True)
-    elif output_format is CheckFormat.text:
+    elif output_format == "text":
         from hfdoctor.report.text import write_text
 
         write_text([result], stdout_console())
 
 
-def emit(results, output_format: CheckFormat) -> None:
+def emit(results, output_format: str) -> None:
     """Formats that print once, when every target is done."""
-    if output_format is CheckFormat.json:
+    if output_format == "json":
         from hfdoctor.report.json_report import write_json
 
         print(write_json(results))
-    elif output_format is CheckFormat.github:
+    elif output_format == "github":
         from hfdoctor.report.github import write_github
 
         print(write_github(results))
-    elif output_format is CheckFormat.sarif:
+    elif output_format == "sarif":
         from hfdoctor.report.sarif import write_sarif
 
         print(write_sarif(results))
@@ -246,126 +172,92 @@ def exit_code(results, fail_on: Severity) -> int:
     return 1 if worst is not None and worst >= fail_on else 0
 
 
-@app.command()
-def fix(
-    target: Optional[str] = typer.Argument(None, help="Checkpoint directory to repair, or with --pr / --diff a Hub repo id (ORG/NAME)."),
-    diff: bool = typer.Option(False, "--diff", help="Print a unified diff of the fixes and write nothing."),
-    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes", help="Also apply fixes marked unsafe."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format of the summary."),
-    select: Optional[List[str]] = typer.Option(None, "--select", help="Only fix findings of these rules."),
-    ignore: Optional[List[str]] = typer.Option(None, "--ignore", help="Do not fix findings of these rules."),
-    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Lowest severity left after fixing that makes the exit code 1."),
-    upstream: Optional[List[str]] = typer.Option(None, "--upstream", help=UPSTREAM_HELP),
-    pr: bool = typer.Option(False, "--pr", help="For Hub repo ids: open the patch as a pull request on the Hub (needs HF_TOKEN); one per repository, never twice."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="With --pr: say what would be opened, open nothing."),
-    from_file: Optional[str] = typer.Option(None, "--from", help="With --pr: read Hub repo ids from FILE, one a line ('-': stdin)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="With --pr --from: repositories handled in parallel."),
-) -> None:
+# --- fix, probe ----------------------------------------------------------------------------
+
+
+def fix(args: argparse.Namespace) -> int:
     """Write the minimal patch for fixable findings, then re-check and report what remains."""
     from hfdoctor.upstream import Upstream
 
-    selects, ignores = split_list(select), split_list(ignore)
+    selects, ignores = split_list(args.select), split_list(args.ignore)
     check_selectors(selects + ignores)
-    up = Upstream.from_options(upstream)
-    targets = ([target] if target else []) + read_targets(from_file)
+    up = Upstream.from_options(args.upstream)
+    targets = ([args.target] if args.target else []) + read_targets(args.from_file)
     if not targets:
         fail("give a TARGET (or --pr --from FILE)")
     hub = [t for t in targets if not os.path.isdir(t)]
-    if pr or (diff and hub):
+    fail_on = Severity.parse(args.fail_on)
+    if args.pr or (args.diff and hub):
         from hfdoctor.fix.cli_hub import run_hub_fix
 
-        raise typer.Exit(run_hub_fix(targets, pr=pr, diff=diff, dry_run=dry_run, unsafe_fixes=unsafe_fixes,
-                                     select=selects, ignore=ignores, upstream=up, jobs=jobs,
-                                     output_format=output_format.value, fail_on=Severity.parse(fail_on.value),
-                                     console=stdout_console()))
-    if len(targets) != 1 or dry_run:
+        return run_hub_fix(targets, pr=args.pr, diff=args.diff, dry_run=args.dry_run, unsafe_fixes=args.unsafe_fixes,
+                           select=selects, ignore=ignores, upstream=up, jobs=args.jobs,
+                           output_format=args.format, fail_on=fail_on, console=stdout_console())
+    if len(targets) != 1 or args.dry_run:
         fail("--from, --jobs and --dry-run are for `fix --pr`; fix one directory at a time")
     from hfdoctor.fix import run_fix
 
-    path = local_directory(targets[0], "fix")
-    code = run_fix(
-        path, diff=diff, unsafe_fixes=unsafe_fixes, select=selects, ignore=ignores, upstream=up,
-        fail_on=Severity.parse(fail_on.value), output_format=output_format.value, console=stdout_console(),
-    )
-    raise typer.Exit(code)
+    return run_fix(local_directory(targets[0], "fix"), diff=args.diff, unsafe_fixes=args.unsafe_fixes,
+                   select=selects, ignore=ignores, upstream=up, fail_on=fail_on, output_format=args.format,
+                   console=stdout_console())
 
 
-@app.command()
-def probe(
-    target: Optional[str] = typer.Argument(None, help="Checkpoint directory whose weights to load, or a .gguf file (none with --endpoint: the endpoint alone)."),
-    device: Device = typer.Option(Device.auto, "--device", help="Where to run the model."),
-    max_new_tokens: int = typer.Option(96, "--max-new-tokens", min=1, help="Generation budget per check."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
-    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Allow the repository's own Python code to run (off by default)."),
-    serve: bool = typer.Option(False, "--serve", help="Also probe through `transformers serve` started on 127.0.0.1, and compare."),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Also probe through this running OpenAI-compatible server (vLLM, SGLang, TGI...), and compare."),
-    endpoint_model: Optional[str] = typer.Option(None, "--endpoint-model", help="The model name to request from --endpoint (default: its first listed model)."),
-    seeded: bool = typer.Option(False, "--seeded", help="The server promises seeded determinism: seed-parity differences fail instead of being inconclusive."),
-) -> None:
+def probe(args: argparse.Namespace) -> int:
     """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
     from hfdoctor.probe import run_probe
 
-    gguf_file = None
-    if target is None:
-        if endpoint is None:
+    served = dict(endpoint=args.endpoint, endpoint_model=args.endpoint_model, seeded=args.seeded)
+    if args.target is None:
+        if args.endpoint is None:
             fail("give a TARGET (a checkpoint directory), or --endpoint URL to probe a running server alone")
-        raise typer.Exit(run_probe(None, output_format=output_format.value, console=stdout_console(),
-                                   display_target=endpoint, endpoint=endpoint, endpoint_model=endpoint_model,
-                                   seeded=seeded))
-    if os.path.isfile(target) and target.endswith(".gguf"):  # one GGUF: its folder is the repository
-        path, gguf_file = os.path.dirname(os.path.abspath(target)), os.path.basename(target)
+        return run_probe(None, output_format=args.format, console=stdout_console(), display_target=args.endpoint,
+                         **served)
+    gguf_file = None
+    if os.path.isfile(args.target) and args.target.endswith(".gguf"):  # one GGUF: its folder is the repository
+        path, gguf_file = os.path.dirname(os.path.abspath(args.target)), os.path.basename(args.target)
     else:
-        path = local_directory(target, "probe")
-    code = run_probe(
-        path, device=device.value, max_new_tokens=max_new_tokens, output_format=output_format.value,
-        trust_remote_code=trust_remote_code, console=stdout_console(), display_target=target, gguf_file=gguf_file,
-        serve=serve, endpoint=endpoint, endpoint_model=endpoint_model, seeded=seeded,
-    )
-    raise typer.Exit(code)
+        path = local_directory(args.target, "probe")
+    return run_probe(path, device=args.device, max_new_tokens=args.max_new_tokens, output_format=args.format,
+                     trust_remote_code=args.trust_remote_code, console=stdout_console(), display_target=args.target,
+                     gguf_file=gguf_file, serve=args.serve, **served)
 
 
-@app.command("rules")
-def list_rules(
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="Output format."),
-    markdown: bool = typer.Option(False, "--markdown", help="A Markdown table (README's rule table)."),
-) -> None:
+# --- rules, explain, hook install -------------------------------------------------------
+
+
+def list_rules(args: argparse.Namespace) -> int:
     """List every rule: code, name, default severity and what it flags."""
     from hfdoctor.rules import ALL_RULES
 
-    if markdown:
+    if args.markdown:
         print("| code | name | severity | what it flags |\n|---|---|---|---|")
         for r in ALL_RULES:
             # The anchor is each rule's helpUri in SARIF (hfdoctor.report.sarif.rule_help_uri).
             print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | '
                   f"{r.summary.replace('|', chr(92) + '|')} |")
-        return
-    if output_format is OutputFormat.json:
+    elif args.format == "json":
         print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary}
                           for r in ALL_RULES], indent=2))
-        return
-    console = stdout_console()
-    for r in ALL_RULES:
-        console.print(f"[bold]{r.code:<8}[/bold] {r.name:<30} {str(r.severity):<8} {r.summary}", soft_wrap=True)
+    else:
+        console = stdout_console()
+        for r in ALL_RULES:
+            console.print(f"[bold]{r.code:<8}[/bold] {r.name:<30} {str(r.severity):<8} {r.summary}", soft_wrap=True)
+    return 0
 
 
-@app.command()
-def explain(rule: str = typer.Argument(..., help="A rule code (TPL001) or name (missing-chat-template).")) -> None:
+def explain(args: argparse.Namespace) -> int:
     """Print a rule's documentation."""
     from hfdoctor.rules import find_rule
 
-    found = find_rule(rule)
+    found = find_rule(args.rule)
     if found is None:
-        fail(f"unknown rule {rule!r} (see `hfdoctor rules`)")
+        fail(f"unknown rule {args.rule!r} (see `hfdoctor rules`)")
     print(f"{found.code} {found.name} (default severity: {found.severity})\n")
     print(found.doc)
+    return 0
 
 
-@hook_app.command("install")
-def hook_install(
-    repo: Path = typer.Option(Path("."), "--repo", help="The git repository (default: the current directory)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing pre-push hook that hfdoctor did not write."),
-    fail_on: FailOn = typer.Option(FailOn.error, "--fail-on", help="Severity that blocks the push."),
-) -> None:
+def hook_install(args: argparse.Namespace) -> int:
     """Install a git pre-push hook that runs `hfdoctor check` on what each push carries.
 
     For each pushed ref, every rule judges the pushed commit (--git-rev: the tip, what gets
@@ -376,23 +268,207 @@ def hook_install(
     from hfdoctor.hook import HookError, install_pre_push
 
     try:
-        path = install_pre_push(repo, force=force, fail_on=fail_on.value)
+        path = install_pre_push(args.repo, force=args.force, fail_on=args.fail_on)
     except HookError as err:
         fail(str(err))
     print(f"installed {path}")
+    return 0
+
+
+# --- parsers -------------------------------------------------------------------------------
+
+
+def at_least(kind: type, low: float) -> Callable[[str], float]:
+    def convert(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n' if kind is int else ''} {kind.__name__}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is below the minimum {kind(low)}")
+        return value
+
+    convert.__name__ = kind.__name__
+    return convert
+
+
+def new_parser(prog: str, command: Callable) -> argparse.ArgumentParser:
+    doc = inspect.cleandoc(command.__doc__ or "")
+    parser = argparse.ArgumentParser(prog=prog, description=doc, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(command=command)
+    return parser
+
+
+def choice(parser: argparse.ArgumentParser, flag: str, choices: tuple[str, ...], default: str, help: str,
+           dest: str | None = None) -> None:
+    parser.add_argument(flag, choices=choices, default=default, dest=dest, metavar=f"<{'|'.join(choices)}>",
+                        help=f"{help} (default: {default})")
+
+
+def rule_filters(parser: argparse.ArgumentParser, only: str, skip: str) -> None:
+    parser.add_argument("--select", action="append", metavar="RULES", help=only)
+    parser.add_argument("--ignore", action="append", metavar="RULES", help=skip)
+
+
+def check_parser() -> argparse.ArgumentParser:
+    p = new_parser("hfdoctor check", check)
+    p.add_argument("targets", nargs="*", metavar="TARGET", help=TARGETS_HELP)
+    p.add_argument("--from", dest="from_file", metavar="FILE", help="Read targets from FILE, one a line ('-': stdin).")
+    choice(p, "--format", CHECK_FORMATS, "text", "text, json, jsonl (one report a line, as each target finishes), "
+           "github (Actions annotations) or sarif.")
+    rule_filters(p, "Only these rules: codes, names or prefixes (comma-separated).",
+                 "Skip these rules: codes, names or prefixes.")
+    choice(p, "--fail-on", SEVERITIES, "error", "Lowest severity that makes the exit code 1.")
+    p.add_argument("--upstream", action="append", metavar="DIR", help=UPSTREAM_HELP)
+    p.add_argument("--revision", metavar="REV", help="The revision (branch, tag, commit) of Hub targets.")
+    p.add_argument("--git-rev", metavar="REV", help="Check this commit of the git repository at each target "
+                   "(what is pushed), not the working tree.")
+    p.add_argument("--git-since", metavar="COMMIT", help="With --git-rev: the commit the remote has (all zeros: a "
+                   "new branch, then every commit no remote has). Blob rules (large non-LFS blobs, pickle imports) "
+                   "also judge every blob the commits in between add; the other rules judge --git-rev.")
+    p.add_argument("--cache", action="store_true", help="Store what a Hub check downloads in the HF cache, for "
+                   "offline checks later (check writes nothing otherwise).")
+    p.add_argument("--timeout", type=at_least(float, 1.0), default=120.0, metavar="SECONDS",
+                   help="Seconds a Hub repository may take, all requests together (default: 120).")
+    p.add_argument("--jobs", "-j", type=at_least(int, 0), default=0, metavar="N",
+                   help="Targets checked in parallel (default 0: the number of cores).")
+    p.add_argument("--summary", type=Path, metavar="FILE", help="Also append a Markdown summary of warnings and "
+                   "errors to this file (a CI job page: $GITHUB_STEP_SUMMARY). The only file check writes, and "
+                   "only when asked.")
+    return p
+
+
+def fix_parser() -> argparse.ArgumentParser:
+    p = new_parser("hfdoctor fix", fix)
+    p.add_argument("target", nargs="?", metavar="TARGET", help="Checkpoint directory to repair, or with --pr / "
+                   "--diff a Hub repo id (ORG/NAME).")
+    p.add_argument("--diff", action="store_true", help="Print a unified diff of the fixes and write nothing.")
+    p.add_argument("--unsafe-fixes", action="store_true", help="Also apply fixes marked unsafe.")
+    choice(p, "--format", FORMATS, "text", "Output format of the summary.")
+    rule_filters(p, "Only fix findings of these rules.", "Do not fix findings of these rules.")
+    choice(p, "--fail-on", SEVERITIES, "error", "Lowest severity left after fixing that makes the exit code 1.")
+    p.add_argument("--upstream", action="append", metavar="DIR", help=UPSTREAM_HELP)
+    p.add_argument("--pr", action="store_true", help="For Hub repo ids: open the patch as a pull request on the Hub "
+                   "(needs HF_TOKEN); one per repository, never twice.")
+    p.add_argument("--dry-run", action="store_true", help="With --pr: say what would be opened, open nothing.")
+    p.add_argument("--from", dest="from_file", metavar="FILE", help="With --pr: read Hub repo ids from FILE, one a "
+                   "line ('-': stdin).")
+    p.add_argument("--jobs", "-j", type=at_least(int, 1), default=1, metavar="N",
+                   help="With --pr --from: repositories handled in parallel (default: 1).")
+    return p
+
+
+def probe_parser() -> argparse.ArgumentParser:
+    p = new_parser("hfdoctor probe", probe)
+    p.add_argument("target", nargs="?", metavar="TARGET", help="Checkpoint directory whose weights to load, or a "
+                   ".gguf file (none with --endpoint: the endpoint alone).")
+    choice(p, "--device", DEVICES, "auto", "Where to run the model.")
+    p.add_argument("--max-new-tokens", type=at_least(int, 1), default=96, metavar="N",
+                   help="Generation budget per check (default: 96).")
+    choice(p, "--format", FORMATS, "text", "Output format.")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="Allow the repository's own Python code to run (off by default).")
+    p.add_argument("--serve", action="store_true",
+                   help="Also probe through `transformers serve` started on 127.0.0.1, and compare.")
+    p.add_argument("--endpoint", metavar="URL", help="Also probe through this running OpenAI-compatible server "
+                   "(vLLM, SGLang, TGI...), and compare.")
+    p.add_argument("--endpoint-model", metavar="NAME", help="The model name to request from --endpoint (default: "
+                   "its first listed model).")
+    p.add_argument("--seeded", action="store_true", help="The server promises seeded determinism: seed-parity "
+                   "differences fail instead of being inconclusive.")
+    return p
+
+
+def rules_parser() -> argparse.ArgumentParser:
+    p = new_parser("hfdoctor rules", list_rules)
+    choice(p, "--format", FORMATS, "text", "Output format.")
+    p.add_argument("--markdown", action="store_true", help="A Markdown table (README's rule table).")
+    return p
+
+
+def explain_parser() -> argparse.ArgumentParser:
+    p = new_parser("hfdoctor explain", explain)
+    p.add_argument("rule", metavar="RULE", help="A rule code (TPL001) or name (missing-chat-template).")
+    return p
+
+
+def hook_install_parser() -> argparse.ArgumentParser:
+    p = new_parser("hfdoctor hook install", hook_install)
+    p.add_argument("--repo", type=Path, default=Path("."), metavar="DIR",
+                   help="The git repository (default: the current directory).")
+    p.add_argument("--force", action="store_true",
+                   help="Replace an existing pre-push hook that hfdoctor did not write.")
+    choice(p, "--fail-on", SEVERITIES, "error", "Severity that blocks the push.")
+    return p
+
+
+# Command words -> the parser of that command; `hook` has commands of its own.
+COMMANDS: dict[str, Callable[[], argparse.ArgumentParser]] = {
+    "check": check_parser, "fix": fix_parser, "probe": probe_parser, "rules": rules_parser,
+    "explain": explain_parser}
+HOOK_COMMANDS: dict[str, Callable[[], argparse.ArgumentParser]] = {"install": hook_install_parser}
+SUMMARIES = {"check": check, "fix": fix, "probe": probe, "rules": list_rules, "explain": explain,
+             "hook": "Git hooks that run hfdoctor (hook install)."}
+
+
+def group_parser(prog: str, description: str, commands: dict[str, object]) -> argparse.ArgumentParser:
+    """The parser of a command word that only names commands: its help lists them."""
+    lines = [f"  {name:<9} {(summary if isinstance(summary, str) else summary.__doc__ or '').strip().splitlines()[0]}"
+             for name, summary in commands.items()]
+    parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
+                                     usage=f"{prog} [-h] COMMAND [ARGS]...", epilog="commands:\n" + "\n".join(lines),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", metavar="COMMAND", choices=list(commands), help=argparse.SUPPRESS)
+    return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """argv -> the namespace of one command (its `command` the function to run); exits 0
+    after help or the version, 2 on a usage error, as argparse does."""
+    top = group_parser("hfdoctor", DESCRIPTION, SUMMARIES)
+    top.add_argument("--version", action="version", version=f"hfdoctor {__version__}", help="Print the version.")
+    if not argv:
+        top.print_help(sys.stderr)
+        raise SystemExit(2)
+    word, rest = argv[0], argv[1:]
+    if word in COMMANDS:
+        return COMMANDS[word]().parse_intermixed_args(rest)
+    if word == "hook":
+        hook = group_parser("hfdoctor hook", "Git hooks that run hfdoctor.", {
+            name: make().get_default("command") for name, make in HOOK_COMMANDS.items()})
+        if rest and rest[0] in HOOK_COMMANDS:
+            return HOOK_COMMANDS[rest[0]]().parse_intermixed_args(rest[1:])
+        if not rest:
+            hook.print_help(sys.stderr)
+            raise SystemExit(2)
+        hook.parse_args(rest)  # help, or an error naming the commands there are
+    top.parse_args(argv)  # --help, --version, or an error naming the commands there are
+    raise SystemExit(2)
+
+
+def run(argv: list[str]) -> int:
+    """Parse ARGV and run its command: the exit code (tests call this in-process)."""
+    try:
+        args = parse(argv)
+        return int(args.command(args) or 0)
+    except SystemExit as stop:  # help, a usage error, fail()
+        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 2)
 
 
 def main() -> None:
     # Repository data reaches the output (file names with undecodable bytes, JSON strings with
     # lone surrogates): whatever it holds, what hfdoctor prints is valid UTF-8, the odd
     # characters escaped (\udcff), never a UnicodeEncodeError.
-    for stream in (sys.stdout, sys.stderr):
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
+    for stream_ in (sys.stdout, sys.stderr):
+        if hasattr(stream_, "reconfigure"):
+            stream_.reconfigure(errors="backslashreplace")
     try:
-        app()
+        code = run(sys.argv[1:])
     except KeyboardInterrupt:
-        sys.exit(130)
+        code = 130
+    sys.stdout.flush()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

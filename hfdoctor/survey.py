@@ -19,7 +19,6 @@ import os
 import signal
 import threading
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,7 +125,9 @@ def check_many(targets: Iterable[str], options: Options | None = None, jobs: int
         for item in items:
             yield _check_indexed(item)
         return
+    # Imported here: a single check (the pre-push hook) does not pay for a process pool.
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # fork: the workers inherit what this process imported, and nothing is started or written
     # beside them (forkserver and spawn start a server or tracker and write a socket in /tmp).

@@ -47,8 +47,8 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
             subprocess_: bool = False) -> subprocess.CompletedProcess:
     """Run the hfdoctor command line with ARGS and return what a process would: exit code, stdout, stderr.
 
-    In this process by default (typer's runner: no interpreter start and no re-import per
-    call, which is most of what a CLI test costs); an exception that escapes the command is
+    In this process by default (hfdoctor.cli.run, stdout and stderr captured: no interpreter
+    start and no re-import per call, which is most of what a CLI test costs); an exception that escapes the command is
     written to stderr as the traceback a user would see, so "no Traceback" assertions hold
     either way. `subprocess_=True` runs `python -m hfdoctor` as a user would, for what only
     a real process shows (imports, signals, the interpreter's own exit path)."""
@@ -56,23 +56,29 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
     if subprocess_:
         return subprocess.run([sys.executable, "-m", "hfdoctor", *args], capture_output=True, text=True, cwd=cwd,
                               env={**os.environ, **full_env}, timeout=300)
+    import contextlib
+    import io
     import traceback
 
-    from typer.testing import CliRunner
+    from hfdoctor.cli import run
 
-    from hfdoctor.cli import app
-
-    previous = os.getcwd()
+    stdout, stderr = io.StringIO(), io.StringIO()
+    previous_cwd, previous_env = os.getcwd(), dict(os.environ)
+    os.environ.update(full_env)
     try:
         if cwd is not None:
             os.chdir(cwd)
-        result = CliRunner().invoke(app, list(args), env=full_env, catch_exceptions=True)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = run(list(args))
+            except Exception:  # what a user would see: the traceback on stderr, exit 1
+                traceback.print_exc()
+                code = 1
     finally:
-        os.chdir(previous)
-    stderr = result.stderr
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        stderr += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(result.exception))
-    return subprocess.CompletedProcess(["hfdoctor", *args], result.exit_code, result.stdout, stderr)
+        os.chdir(previous_cwd)
+        os.environ.clear()
+        os.environ.update(previous_env)
+    return subprocess.CompletedProcess(["hfdoctor", *args], code, stdout.getvalue(), stderr.getvalue())
 
 
 def check_json(target: Path, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
