@@ -8,9 +8,10 @@ of generation_config.json, greedy decoding. torch and transformers are imported 
 
 from __future__ import annotations
 
+import copy
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -76,26 +77,43 @@ def quiet_transformers() -> None:
 def gguf_parsed_once() -> Iterator[None]:
     """Within a load, each GGUF file parsed once and each tensor-name map built once.
 
-    transformers parses the GGUF three times (tokenizer, config, weights: load_gguf_checkpoint
-    imports `GGUFReader` from gguf on each call), each time building every metadata field in
-    Python, and rebuilds gguf's tensor-name map for every module of the model (397 times for
-    SmolLM2): together most of a small GGUF's load (half a minute on 2 cores, against 2 s of
-    dequantizing). The reader is read-only (a memory map) and the map a pure function of
-    (architecture, layers), so one of each serves the whole load.
+    transformers' GGUF loading (the legacy path, which Llama-family files take) parses the file
+    three times (tokenizer, config, weights: load_gguf_checkpoint imports `GGUFReader` from gguf
+    on each call), each time building every metadata field in Python, turns the metadata into
+    Python values again on each call, and rebuilds gguf's tensor-name map for every module of
+    the model (397 times for SmolLM2): together most of a small GGUF's load. Here one reader
+    serves the whole load, the metadata-only result (return_tensors=False: tokenizer and config)
+    is computed once and handed out as a deep copy, and the map is a pure function of
+    (architecture, layers). The reader also slices a plain array over the memory map, not
+    numpy's memmap subclass, whose Python-level __getitem__ cost a microsecond for each of the
+    vocabulary's ~100k strings.
     """
     try:
         import gguf
+        import numpy as np
+        from transformers import modeling_gguf_pytorch_utils as legacy
     except ImportError:
         yield
         return
     original_reader, original_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    original_load = legacy.load_gguf_checkpoint
     readers: dict[tuple[str, str], Any] = {}
     maps: dict[tuple[Any, int], Any] = {}
+    metadata: dict[str, Any] = {}
+
+    class PlainArrayReader(original_reader):  # type: ignore[misc, valid-type]
+        @property
+        def data(self):
+            return self._plain
+
+        @data.setter
+        def data(self, mapped):
+            self._plain = mapped.view(np.ndarray)  # still backed by the map, read-only with mode 'r'
 
     def shared_reader(path, mode="r"):
         key = (os.path.realpath(os.fspath(path)), mode)
         if key not in readers:
-            readers[key] = original_reader(path, mode)
+            readers[key] = PlainArrayReader(path, mode)
         return readers[key]
 
     def shared_map(arch, n_blocks):
@@ -103,11 +121,21 @@ def gguf_parsed_once() -> Iterator[None]:
             maps[(arch, n_blocks)] = original_map(arch, n_blocks)
         return maps[(arch, n_blocks)]
 
+    def load_once(path, return_tensors=False, model_to_load=None, **kwargs):
+        if return_tensors or model_to_load is not None or kwargs:
+            return original_load(path, return_tensors=return_tensors, model_to_load=model_to_load, **kwargs)
+        key = os.path.realpath(os.fspath(path))
+        if key not in metadata:
+            metadata[key] = original_load(path, return_tensors=False)
+        return copy.deepcopy(metadata[key])  # callers may change what they are given
+
     gguf.GGUFReader, gguf.get_tensor_name_map = shared_reader, shared_map
+    legacy.load_gguf_checkpoint = load_once
     try:
         yield
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = original_reader, original_map
+        legacy.load_gguf_checkpoint = original_load
 
 
 class Session:
@@ -126,7 +154,7 @@ class Session:
             # metadata, the tensors dequantized to float32.
             source = {"gguf_file": gguf_file} if gguf_file else {"use_safetensors": True}
             via_cpu = loads_via_cpu(device)
-            with gguf_parsed_once():
+            with gguf_parsed_once() if gguf_file else nullcontext():
                 self.tokenizer = AutoTokenizer.from_pretrained(
                     path, trust_remote_code=trust_remote_code, **({"gguf_file": gguf_file} if gguf_file else {}))
                 self.model = AutoModelForCausalLM.from_pretrained(
