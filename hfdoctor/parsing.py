@@ -16,7 +16,9 @@ Nothing here imports the rest of hfdoctor.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -27,8 +29,11 @@ MAX_DEPTH = 128
 # hfdoctor walks recursively.
 DEPTH_CHECK_MAX_BYTES = 8 * 1024 * 1024
 MAX_YAML_NODES = 1_000_000
-# Above this size a parse pauses the cyclic garbage collector (see load_json).
+# Above this size a parse pauses the cyclic garbage collector (see _gc_paused), and its
+# result is remembered by the bytes' digest (see load_json).
 GC_PAUSE_BYTES = 1024 * 1024
+KEEP_LARGE_PARSES = 2
+_large_parses: OrderedDict[tuple[int, bytes], Any] = OrderedDict()
 
 _KEEP = b'[]{}"'
 _DELETE = bytes(b for b in range(256) if b not in _KEEP)
@@ -60,8 +65,28 @@ def nesting_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
 
 
 def load_json(text: str, raw: bytes | None = None) -> Any:
-    """json.loads with limits; ParseError(message, line) for anything a reader cannot take."""
+    """json.loads with limits; ParseError(message, line) for anything a reader cannot take.
+
+    The last few large files parsed (tokenizer.json, vocab.json) are remembered by their
+    bytes' sha256: the same bytes again (the fixer re-checking a patched view whose
+    tokenizer.json it did not touch, a catalog where repositories share a tokenizer) give
+    the same value without a second parse. The value is shared, as it is among the rules of
+    one check: readers never change what they are given.
+    """
     data = raw if raw is not None else text.encode("utf-8", "surrogatepass")
+    if len(data) <= GC_PAUSE_BYTES:
+        return _parse(text, data)
+    key = (len(data), hashlib.sha256(data).digest())
+    if key in _large_parses:
+        _large_parses.move_to_end(key)
+        return _large_parses[key]
+    value = _large_parses[key] = _parse(text, data)
+    while len(_large_parses) > KEEP_LARGE_PARSES:
+        _large_parses.popitem(last=False)
+    return value
+
+
+def _parse(text: str, data: bytes) -> Any:
     if len(data) <= DEPTH_CHECK_MAX_BYTES and nesting_exceeds(data):
         raise ParseError(f"is not usable JSON: nested deeper than {MAX_DEPTH} levels", None)
     try:

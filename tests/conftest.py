@@ -12,6 +12,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# README's command runs one xdist worker per core: torch's default of one thread per core in
+# each of them (and in the servers and probes they start) makes them fight over the cores; the
+# real SmolLM2 probe took twice as long in the suite as alone. One thread each.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Real upstream metadata lives beside the project (never copied into it).
 # @huggingface/jinja, when .ci/run (npm) installed it beside the project: the tests render with it.
 if (ROOT / ".node" / "node_modules" / "@huggingface" / "jinja").is_dir():
@@ -150,11 +155,14 @@ def smollm2_checkpoint(tmp_path_factory) -> Path:
         from transformers import AutoConfig, AutoTokenizer
         from transformers.utils import logging
 
+        from hfdoctor.probe.session import gguf_parsed_once
+
         logging.set_verbosity_error()
         gguf = smollm2_gguf()
         target = folder / "SmolLM2-135M-Instruct"
-        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
-        AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
+        with gguf_parsed_once():  # the probe's own speed-up: the GGUF's metadata parsed once
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
+            AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(target)
 
     return built_once(tmp_path_factory, "smollm2", build) / "SmolLM2-135M-Instruct"
 
