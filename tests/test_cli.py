@@ -218,3 +218,31 @@ def test_help_prints_no_type_after_flags():
         out = run_cli(*command).stdout
         assert "<bool>" not in out, command
     assert "<error|warning|info>" in run_cli("check", "--help").stdout  # options with values keep theirs
+
+
+def test_options_may_come_between_targets_and_usage_errors_are_exit_2():
+    proc = run_cli("check", str(QWEN3), "--format", "json", str(FIXTURE), "--select", "TPL001")
+    assert [r["target"] for r in json.loads(proc.stdout)] == [str(QWEN3), str(FIXTURE)] and proc.returncode == 1
+    for args, said in ((["check", str(FIXTURE), "--jobs", "-1"], "below the minimum 0"),
+                       (["check", str(FIXTURE), "--format", "xml"], "invalid choice: 'xml'"),
+                       (["check", str(FIXTURE), "--timeout", "0.5"], "below the minimum 1.0"),
+                       (["check", str(FIXTURE), "--sel", "TPL001"], "unrecognized arguments: --sel"),  # no abbreviations
+                       (["probe", "--max-new-tokens", "x"], "'x' is not an int"),
+                       (["nonsense"], "invalid choice: 'nonsense'"),
+                       (["hook", "uninstall"], "invalid choice: 'uninstall'"),
+                       ([], "usage: hfdoctor"), (["hook"], "usage: hfdoctor hook")):
+        proc = run_cli(*args)
+        assert proc.returncode == 2 and said in proc.stderr and proc.stdout == "", (args, proc.stderr)
+    version = run_cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("hfdoctor ")
+    assert run_cli("hook", "--help").stdout.count("install") >= 1 and run_cli("explain", "--help").returncode == 0
+
+
+def test_check_starts_without_a_cli_framework_or_process_pool():
+    """A pre-push check pays only for what it uses: no typer, click or pydantic (0.2 s of a
+    check's CPU went to building pydantic validators for typer's options), no process pool."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "hfdoctor", "check", str(FIXTURE), "--format",
+                           "json"], capture_output=True, text=True)
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert proc.returncode == 1 and json.loads(proc.stdout)["findings"]
+    assert not {"typer", "click", "pydantic", "concurrent.futures.process"} & imported

@@ -261,3 +261,27 @@ def test_the_markdown_summary_escapes_whatever_a_repository_names(name, message)
     out = write_markdown([Report(target=name, findings=[finding])])
     rows = [line for line in out.splitlines() if line.startswith("| error |")]
     assert len(rows) == 1 and rows[0].count(" | ") == 3  # one row, four cells: nothing injected a column
+
+
+def test_a_large_parse_is_remembered_by_its_bytes_and_leaves_the_collector_on():
+    """tokenizer.json-sized JSON: the same bytes give the same value without a second parse (the
+    fixer's re-checks), other bytes are parsed, only the last two are kept, and the garbage
+    collector paused for the parse is on again afterwards, after a broken file too."""
+    import gc
+
+    from hfdoctor import parsing
+
+    big = json.dumps({"model": {"vocab": {f"t{i}": i for i in range(120_000)}}})
+    assert len(big) > parsing.GC_PAUSE_BYTES
+    first = load_json(big)
+    assert load_json(big) is first and load_json(big, big.encode()) is first
+    other = load_json(big.replace("t1", "u1"))
+    assert other is not first and "u1" in other["model"]["vocab"]
+    load_json(big.replace("t2", "v2"))
+    assert len(parsing._large_parses) <= parsing.KEEP_LARGE_PARSES and load_json(big) is not first
+    assert load_json(big) == first and gc.isenabled()
+    with pytest.raises(ParseError):
+        load_json(big[:-1])
+    assert gc.isenabled()
+    small = '{"a": [1]}'
+    assert load_json(small) is not load_json(small)  # small files are simply parsed

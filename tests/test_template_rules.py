@@ -520,11 +520,30 @@ def test_shipped_analyses_equal_fresh_ones():
 def test_untrusted_templates_run_in_the_bounded_worker(monkeypatch):
     forks = []
     real = analysis_mod.run_bounded
+    monkeypatch.setattr(analysis_mod, "_FINISHED", type(analysis_mod._FINISHED)())  # nothing remembered
     monkeypatch.setattr(analysis_mod, "run_bounded", lambda work, limits=None: forks.append(1) or real(work, limits))
     run_analysis(qwen3_template(), {"eos_token": "<|im_end|>"})  # the registry's pinned template: trusted
     assert forks == []
     run_analysis(qwen3_template() + " ", {"eos_token": "<|im_end|>"})
     assert forks == [1]
+
+
+def test_a_finished_analysis_is_reused_and_a_cut_off_one_is_not(monkeypatch):
+    """The fixer re-checks patched views whose template did not change: the same text with the
+    same tokens is analysed once per process; other tokens, or a render cut off at its time
+    limit (which may finish when the machine is less busy), are analysed again."""
+    forks = []
+    real = analysis_mod.run_bounded
+    monkeypatch.setattr(analysis_mod, "_FINISHED", type(analysis_mod._FINISHED)())
+    monkeypatch.setattr(analysis_mod, "run_bounded", lambda work, limits=None: forks.append(1) or real(work, limits))
+    text = qwen3_template() + "\n"
+    first = run_analysis(text, {"eos_token": "<|im_end|>"})
+    assert run_analysis(text, {"eos_token": "<|im_end|>"}) is first and forks == [1]
+    other = run_analysis(text, {"eos_token": "<|endoftext|>"})
+    assert other is not first and forks == [1, 1]
+    runaway, tight = HOSTILE["runaway loop"], Limits(total_s=3.0, step_s=0.5)
+    assert run_analysis(runaway, {}, limits=tight).fatal[1].kind == "timeout"
+    assert run_analysis(runaway, {}, limits=tight).fatal[1].kind == "timeout" and len(forks) == 4
 
 
 def test_end_of_turn_still_found():

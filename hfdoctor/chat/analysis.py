@@ -21,6 +21,8 @@ import json
 import re
 import signal
 import weakref
+from collections import OrderedDict
+from dataclasses import astuple
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -187,9 +189,24 @@ def trusted_templates() -> frozenset[str]:
     return frozenset(v.template.sha256 for _, v in registry.all_variants() if v.template is not None)
 
 
+# The analyses this process has finished, by everything they are a function of: the fixer's
+# trial re-checks of a patched view (whose template it did not touch) and templates that recur
+# across a catalog reuse them instead of forking a worker again. A worker cut off at its limit,
+# or a render stopped at its time limit, is not remembered: under less load it may finish.
+_FINISHED: "OrderedDict[tuple, TemplateAnalysis]" = OrderedDict()
+KEEP_FINISHED = 64
+
+
 def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = False,
                  limits: Limits | None = None) -> TemplateAnalysis:
-    """Analyse one template text: in a bounded worker, or in-process when it is trusted."""
+    """Analyse one template text: in a bounded worker, or in-process when it is trusted.
+
+    The result is shared by whoever asks again with the same inputs: read it, never change it."""
+    limits = limits or Limits()
+    memo_key = (text, tuple(sorted(special_tokens.items())), tool_use, astuple(limits))
+    if memo_key in _FINISHED:
+        _FINISHED.move_to_end(memo_key)
+        return _FINISHED[memo_key]
     # Import jinja2 here, not in the child: once per process instead of once per fork,
     # and no import lock can be held by another thread at the moment of the fork.
     import hfdoctor.chat.render  # noqa: F401
@@ -224,7 +241,6 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
         elif tag == "crashed":
             analysis.fatal = (current, RenderError("error", "WorkerError", message[1]))
     if not result.finished and analysis.fatal is None:
-        limits = limits or Limits()
         if result.failure == "timeout":
             error = RenderError("timeout", "Timeout", f"did not finish within {limits.total_s:g} s")
         elif result.signal is not None:
@@ -237,6 +253,12 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
             analysis.fatal = (current, error)
         elif analysis.compile_error is None:
             analysis.compile_error = error  # it never got past compiling
+    timed_out = any(o.error is not None and o.error.kind == "timeout" for o in analysis.renders.values()) or (
+        analysis.fatal is not None and analysis.fatal[1].kind == "timeout")
+    if result.finished and not timed_out:
+        _FINISHED[memo_key] = analysis
+        while len(_FINISHED) > KEEP_FINISHED:
+            _FINISHED.popitem(last=False)
     return analysis
 
 
