@@ -170,7 +170,21 @@ def node_modules(forbidden: Path | None = None) -> Path | None:
     return None
 
 
-def installed_versions(repo_root: Path | None) -> dict[str, str | None]:
+@dataclass(frozen=True)
+class HfJinjaRuntime:
+    """The node program and @huggingface/jinja package a render would use (None: not
+    installed, or only inside the repository being checked). Renders depend on these, not on
+    where the repository is: copies of a repository share them."""
+
+    node: str | None
+    modules: Path | None
+
+
+def hf_jinja_runtime(repo_root: Path | None) -> HfJinjaRuntime:
+    return HfJinjaRuntime(find_program("node", [repo_root] if repo_root else []), node_modules(repo_root))
+
+
+def installed_versions(repo_root: Path | None, runtime: HfJinjaRuntime | None = None) -> dict[str, str | None]:
     """The version of each engine this machine would render with (None: not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -178,19 +192,20 @@ def installed_versions(repo_root: Path | None) -> dict[str, str | None]:
         mini = version("minijinja")
     except PackageNotFoundError:
         mini = None
-    hf, modules = None, node_modules(repo_root)
-    if modules is not None and find_program("node", [repo_root] if repo_root else []) is not None:
+    hf, runtime = None, runtime or hf_jinja_runtime(repo_root)
+    if runtime.modules is not None and runtime.node is not None:
         try:
-            hf = json.loads((modules / "@huggingface" / "jinja" / "package.json").read_text()).get("version")
+            hf = json.loads((runtime.modules / "@huggingface" / "jinja" / "package.json").read_text()).get("version")
         except (OSError, ValueError):
             hf = None
     return {"minijinja": mini, "@huggingface/jinja": hf}
 
 
-def run_hf_jinja(template: str, special_tokens: dict[str, str], repo_root: Path | None = None) -> EngineResult:
+def run_hf_jinja(template: str, special_tokens: dict[str, str], repo_root: Path | None = None,
+                 runtime: HfJinjaRuntime | None = None) -> EngineResult:
     consumers = ("transformers.js", "LM Studio")
-    forbidden = [repo_root] if repo_root else []
-    node, modules = find_program("node", forbidden), node_modules(repo_root)
+    runtime = runtime or hf_jinja_runtime(repo_root)
+    node, modules = runtime.node, runtime.modules
     if node is None or modules is None:
         return EngineResult("@huggingface/jinja", consumers, {}, {},
                             unavailable="node or the @huggingface/jinja package is not installed")
@@ -222,8 +237,8 @@ def run_minijinja(template: str, special_tokens: dict[str, str]) -> EngineResult
     return reference_and_minijinja(template, special_tokens)[1]
 
 
-def run_all(template: str, special_tokens: dict[str, str], repo_root: Path | None = None
-            ) -> tuple[dict[tuple[str, bool], str | None], list[EngineResult]]:
+def run_all(template: str, special_tokens: dict[str, str], repo_root: Path | None = None,
+            runtime: HfJinjaRuntime | None = None) -> tuple[dict[tuple[str, bool], str | None], list[EngineResult]]:
     """transformers' reference renders, and every other engine's result."""
     reference, minijinja = reference_and_minijinja(template, special_tokens)
-    return reference, [minijinja, run_hf_jinja(template, special_tokens, repo_root)]
+    return reference, [minijinja, run_hf_jinja(template, special_tokens, repo_root, runtime)]

@@ -62,24 +62,32 @@ def judge(result: engines.EngineResult, reference: dict[tuple[str, bool], str | 
                             f"({corpus.conversation(key[0]).what}: {_first_difference(reference[key], result.texts[key])})")
 
 
-@lru_cache(maxsize=64)
 def _run(text: str, tokens: tuple[tuple[str, str], ...], repo_root: str | None) -> tuple[EngineVerdict, ...]:
-    stored = _stored(text, tokens, repo_root)
+    return _verdicts(text, tokens, engines.hf_jinja_runtime(Path(repo_root) if repo_root else None))
+
+
+@lru_cache(maxsize=64)
+def _verdicts(text: str, tokens: tuple[tuple[str, str], ...], runtime: engines.HfJinjaRuntime
+              ) -> tuple[EngineVerdict, ...]:
+    """Cached by what decides them (the fixer's patched views and copies of a repository
+    render once): the text, the tokens, and the node and @huggingface/jinja that render."""
+    stored = _stored(text, tokens, runtime)
     if stored is not None:
         return stored
-    reference, results = engines.run_all(text, dict(tokens), Path(repo_root) if repo_root else None)
+    reference, results = engines.run_all(text, dict(tokens), runtime=runtime)
     if not any(v is not None for v in reference.values()):
         return ()  # transformers renders none of them: the template rules report why
     return tuple(judge(result, reference) for result in results)
 
 
-def _stored(text: str, tokens: tuple[tuple[str, str], ...], repo_root: str | None) -> tuple[EngineVerdict, ...] | None:
+def _stored(text: str, tokens: tuple[tuple[str, str], ...], runtime: engines.HfJinjaRuntime
+            ) -> tuple[EngineVerdict, ...] | None:
     """The verdicts make_analyses.py recorded for a canonical template (no render at check
     time), unless an engine installed here is of another version than the one recorded."""
     recorded = store.load_portability(text, dict(tokens))
     if not recorded:
         return None
-    installed = engines.installed_versions(Path(repo_root) if repo_root else None)
+    installed = engines.installed_versions(None, runtime)
     verdicts = []
     for entry in recorded:
         local = installed.get(entry["engine"])
