@@ -28,11 +28,12 @@ from hfdoctor.jsontext import (
 # fix is exactly the change, and a file saved by transformers (indent=2, sort_keys,
 # ensure_ascii=False) gets a new key where transformers itself would have put it.
 
-# An escape sequence (an odd run of backslashes, not itself escaped) of a given kind.
-_ESCAPED = rb"(?<!\\)(?:\\\\)*\\"
-_ESCAPED_SLASH = re.compile(_ESCAPED + rb"/")
-_ESCAPED_HTML = re.compile(_ESCAPED + rb"u00(?:3[cCeE]|26)")
-_UNICODE_ESCAPE = re.compile(_ESCAPED + rb"u([0-9a-fA-F]{4})")
+# Every escape sequence of the file, left to right: each backslash starts one (in valid JSON
+# a backslash occurs only in strings), so two backslashes and u0041 are an escaped backslash
+# and a plain "u0041". Group 1 is what follows the backslash: one byte, or u and four hex
+# digits. The literal first byte lets the search skip ahead in C (tokenizer.json is megabytes).
+_ESCAPE_SEQUENCE = re.compile(rb"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_HTML_ESCAPES = frozenset({b"u003c", b"u003C", b"u003e", b"u003E", b"u0026"})
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 
 
@@ -71,13 +72,15 @@ def detect_style(data: bytes, ensure_ascii_default: bool = True) -> Style:
     inline_lists, list_separator = _scalar_list_layout(data)
     if indent is not None and list_separator:
         item_separator = list_separator
-    if re.search(rb"[\x80-\xff]", data):
+    escapes = set(_ESCAPE_SEQUENCE.findall(data))  # the distinct ones
+    unicode_escapes = [e for e in escapes if len(e) == 5]
+    if not data.isascii():
         ensure_ascii = False
-    elif any(int(m.group(1), 16) > 0x7F for m in _UNICODE_ESCAPE.finditer(data)):
+    elif any(int(e[1:], 16) > 0x7F for e in unicode_escapes):
         ensure_ascii = True
     else:
         ensure_ascii = ensure_ascii_default
-    hex_digits = b"".join(m.group(1) for m in _UNICODE_ESCAPE.finditer(data))
+    hex_digits = b"".join(e[1:] for e in unicode_escapes)
     first_newline = data.find(b"\n")
     crlf = first_newline > 0 and data[first_newline - 1] == 0x0D
     return Style(
@@ -85,8 +88,8 @@ def detect_style(data: bytes, ensure_ascii_default: bool = True) -> Style:
         key_separator=key_separator,
         item_separator=item_separator if "\n" not in item_separator else ", ",
         ensure_ascii=ensure_ascii,
-        escape_slash=_ESCAPED_SLASH.search(data) is not None,
-        escape_html=_ESCAPED_HTML.search(data) is not None,
+        escape_slash=b"/" in escapes,
+        escape_html=bool(escapes & _HTML_ESCAPES),
         upper_hex=re.search(rb"[A-F]", hex_digits) is not None and re.search(rb"[a-f]", hex_digits) is None,
         inline_scalar_lists=indent is None or inline_lists,
         newline="\r\n" if crlf else "\n",

@@ -29,7 +29,7 @@ MAX_DEPTH = 128
 # hfdoctor walks recursively.
 DEPTH_CHECK_MAX_BYTES = 8 * 1024 * 1024
 MAX_YAML_NODES = 1_000_000
-# Above this size a parse pauses the cyclic garbage collector (see _gc_paused), and its
+# Above this size a parse pauses the cyclic garbage collector (see gc_paused), and its
 # result is remembered by the bytes' digest (see load_json).
 GC_PAUSE_BYTES = 1024 * 1024
 KEEP_LARGE_PARSES = 2
@@ -92,7 +92,7 @@ def _parse(text: str, data: bytes) -> Any:
     try:
         if len(data) <= GC_PAUSE_BYTES:
             return json.loads(text)
-        with _gc_paused():
+        with gc_paused():
             return json.loads(text)
     except json.JSONDecodeError as err:
         # An unterminated string or an error at the very end: the file was cut off.
@@ -106,8 +106,8 @@ def _parse(text: str, data: bytes) -> Any:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic collector off for one large parse.
+def gc_paused() -> Iterator[None]:
+    """The cyclic collector off for one large parse (also the fixer's re-parse of a patched file).
 
     tokenizer.json's vocabulary and merges are some 300,000 dicts and lists: while
     json.loads builds them, the collector runs every few hundred allocations and walks the

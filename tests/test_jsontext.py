@@ -324,3 +324,20 @@ def test_crlf_files_get_crlf_line_ends(style):
     empty = crlf({"a": {}, "b": 1})
     new = je.set_value(empty, "/a/k", {"x": [1, {"y": 2}]}, je.detect_style(empty)).apply(empty)
     assert new == crlf({"a": {"k": {"x": [1, {"y": 2}]}}, "b": 1})
+
+
+@pytest.mark.parametrize("text,expected", [
+    (rb'{"a": "\u00e9"}', {"ensure_ascii": True, "upper_hex": False}),
+    (rb'{"a": "\u00E9\u003C"}', {"ensure_ascii": True, "upper_hex": True, "escape_html": True}),
+    (rb'{"a": "\\u00e9"}', {"ensure_ascii": None, "escape_html": False}),  # an escaped backslash, then text
+    (rb'{"a": "\\\u0026"}', {"escape_html": True}),  # an escaped backslash, then an escape
+    (rb'{"a": "x\/y"}', {"escape_slash": True}), (rb'{"a": "x\\/y"}', {"escape_slash": False}),
+    ('{"a": "é\\u00e9"}'.encode(), {"ensure_ascii": False}),
+])
+def test_escape_style_is_read_escape_by_escape(text, expected):
+    """Each backslash starts one escape sequence, so an escaped backslash followed by `u0041`
+    or `/` says nothing about how the file escapes (None: the default decides)."""
+    for default in (True, False):
+        style = je.detect_style(text, ensure_ascii_default=default)
+        for name, value in expected.items():
+            assert getattr(style, name) == (default if value is None else value), (text, name, default)

@@ -492,6 +492,9 @@ class StrippingProxy:
 
 
 def test_a_server_that_drops_chat_template_kwargs_is_caught(capsys):
+    """Through a proxy that drops chat_template_kwargs (seeds/001), think-off fails and the
+    served checks disagree with the checkpoint's; the same server reached directly agrees with
+    it (test_serve_gives_the_same_verdicts_as_in_process)."""
     pytest.importorskip("fastapi")
     from hfdoctor.probe import served
 
@@ -499,8 +502,6 @@ def test_a_server_that_drops_chat_template_kwargs_is_caught(capsys):
     proxy = StrippingProxy(server.url)
     try:
         code, report, _ = probe_json(THINKER, capsys, endpoint=proxy.url, endpoint_model=server.model)
-        # and the same server reached directly agrees with the checkpoint
-        direct_code, direct, _ = probe_json(THINKER, capsys, endpoint=server.url, endpoint_model=server.model)
     finally:
         proxy.close()
         server.close()
@@ -509,16 +510,12 @@ def test_a_server_that_drops_chat_template_kwargs_is_caught(capsys):
     assert "enable_thinking=false" in served_checks["think-off"]["detail"]
     agrees = next(c for c in report["checks"] if c["name"] == "served-agrees")
     assert agrees["status"] == "failed" and "think-off: passed in-process, failed through the endpoint" in agrees["detail"]
-    assert code == 1
-    conformance = {c["name"]: c["status"] for c in report["served"]["conformance"]}
-    assert conformance["kwargs-honoured"] == "failed"  # the served-conformance check says it too
-    # Reached directly, the server agrees with the checkpoint; the one conformance failure is
-    # true of transformers serve: it ignores response_format json_schema (the tiny model's
-    # reply is not JSON), which --serve knows and reports as not-applicable.
-    assert report["served"]["model"] == direct["served"]["model"] == server.model
-    assert next(c for c in direct["checks"] if c["name"] == "served-agrees")["status"] == "passed"
-    direct_failed = [c["name"] for c in direct["served"]["conformance"] if c["status"] == "failed"]
-    assert direct_failed == ["structured-output"] and direct_code == 1
+    assert code == 1 and report["served"]["model"] == server.model
+    # The served-conformance checks say it too. The other failure is true of transformers
+    # serve behind any --endpoint: it ignores response_format json_schema (the tiny model's
+    # reply is not JSON), which only --serve knows and reports as not-applicable.
+    failed = sorted(c["name"] for c in report["served"]["conformance"] if c["status"] == "failed")
+    assert failed == ["kwargs-honoured", "structured-output"]
 
 
 def test_progress_is_plain_lines_with_seconds_off_a_terminal():
