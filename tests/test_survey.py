@@ -37,7 +37,7 @@ def test_a_ray_survey_runs_the_same_function(tmp_path):
 
     hub = FakeHub({"Qwen/Qwen3-8B": HubRepo(folder_files(UPSTREAM / "Qwen--Qwen3-8B"))}).start()
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,  # one worker: the start is the cost
                  runtime_env={"env_vars": {"HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0"}})
         targets = [str(UPSTREAM / "google--gemma-2b-it"), "Qwen/Qwen3-8B", "acme/missing"]
         reports = survey_ray.survey(targets, OPTIONS)
