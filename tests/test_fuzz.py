@@ -285,3 +285,19 @@ def test_a_large_parse_is_remembered_by_its_bytes_and_leaves_the_collector_on():
     assert gc.isenabled()
     small = '{"a": [1]}'
     assert load_json(small) is not load_json(small)  # small files are simply parsed
+
+
+@FUZZ
+@given(st.one_of(st.binary(max_size=400),
+                 st.lists(st.sampled_from([b'"', b"\\", b"\\u00e9", b"\\u003C", b"\\/", b"[", b"]", b"{", b"}", b":",
+                                           b",", b"a", b"\xc3\xa9", b" ", b"\n"]), max_size=300).map(b"".join),
+                 st.integers(0, 20000).map(lambda n: b'{"a": ' + b"[" * n + b'"' + b"\\" * n)))
+def test_json_style_and_spans_on_any_bytes(data):
+    """The fixer's readers of repository JSON (the escape-sequence search, the bracket scanner)
+    on any bytes: a style and a span or None, never an exception, within the deadline."""
+    from hfdoctor import jsonedit
+
+    style = jsonedit.detect_style(data)
+    assert style.newline in ("\n", "\r\n")
+    span = jsontext.locate(data, "/a")
+    assert span is None or 0 <= span[0] <= span[1] <= len(data)
