@@ -264,14 +264,29 @@ def hook_install(args: argparse.Namespace) -> int:
     served), and the blob rules (lfs-attributes: plain blobs over 10 MiB; unsafe-pickle:
     pickles that import code) also judge every blob that the pushed commits add
     (remote..local; every commit no remote has for a new branch), each blob once. The
-    working tree is never read. Bypass once with `git push --no-verify`."""
-    from hfdoctor.hook import HookError, install_pre_push
+    working tree is never read. A pre-push hook that was already there (git-lfs's, which
+    uploads the LFS objects; pre-commit's) is kept and runs after hfdoctor's check passes,
+    so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
+    from hfdoctor.hook import HookError, install_pre_push, lfs_advice
 
     try:
-        path = install_pre_push(args.repo, force=args.force, fail_on=args.fail_on)
+        path, chained = install_pre_push(args.repo, fail_on=args.fail_on)
     except HookError as err:
         fail(str(err))
     print(f"installed {path}")
+    print(lfs_advice(args.repo, chained))
+    return 0
+
+
+def hook_uninstall(args: argparse.Namespace) -> int:
+    """Remove hfdoctor's pre-push hook and restore the hook it kept (git-lfs's, pre-commit's)."""
+    from hfdoctor.hook import HookError, uninstall_pre_push
+
+    try:
+        path, restored = uninstall_pre_push(args.repo)
+    except HookError as err:
+        fail(str(err))
+    print(f"restored {path} (the hook that was there before hfdoctor's)" if restored else f"removed {path}")
     return 0
 
 
@@ -398,8 +413,15 @@ def hook_install_parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", type=Path, default=Path("."), metavar="DIR",
                    help="The git repository (default: the current directory).")
     p.add_argument("--force", action="store_true",
-                   help="Replace an existing pre-push hook that hfdoctor did not write.")
+                   help="Accepted for compatibility: an existing pre-push hook is always kept and chained, never replaced.")
     choice(p, "--fail-on", SEVERITIES, "error", "Severity that blocks the push.")
+    return p
+
+
+def hook_uninstall_parser() -> argparse.ArgumentParser:
+    p = new_parser("hfdoctor hook uninstall", hook_uninstall)
+    p.add_argument("--repo", type=Path, default=Path("."), metavar="DIR",
+                   help="The git repository (default: the current directory).")
     return p
 
 
@@ -407,9 +429,10 @@ def hook_install_parser() -> argparse.ArgumentParser:
 COMMANDS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "check": check_parser, "fix": fix_parser, "probe": probe_parser, "rules": rules_parser,
     "explain": explain_parser}
-HOOK_COMMANDS: dict[str, Callable[[], argparse.ArgumentParser]] = {"install": hook_install_parser}
+HOOK_COMMANDS: dict[str, Callable[[], argparse.ArgumentParser]] = {"install": hook_install_parser,
+                                                                  "uninstall": hook_uninstall_parser}
 SUMMARIES = {"check": check, "fix": fix, "probe": probe, "rules": list_rules, "explain": explain,
-             "hook": "Git hooks that run hfdoctor (hook install)."}
+             "hook": "Git hooks that run hfdoctor (hook install, hook uninstall)."}
 
 
 def group_parser(prog: str, description: str, commands: dict[str, object]) -> argparse.ArgumentParser:

@@ -1,4 +1,16 @@
-"""`hfdoctor hook install`: a git pre-push hook that runs `hfdoctor check`."""
+"""`hfdoctor hook install|uninstall`: a git pre-push hook that runs `hfdoctor check`, beside
+whatever pre-push hook was there (git-lfs's, pre-commit's).
+
+Every Hugging Face model repository uses git-lfs, and `git lfs install` writes its own
+`pre-push` hook: the one that uploads the LFS objects before git sends the commits. Replacing
+it pushes pointers and silently breaks the model on the remote, so hfdoctor never replaces
+a hook. It moves the existing hook aside (byte for byte, mode kept) to `pre-push.hfdoctor-chained`
+and runs it after its own verdict, with the same arguments and the same standard input:
+a push that hfdoctor blocks uploads nothing, and a push it lets through uploads as before.
+When git-lfs is set up after hfdoctor (`git lfs install` then says "Hook already exists" and
+writes nothing), the hook runs `git lfs pre-push` itself wherever the repository is configured
+for LFS. `hook uninstall` puts the chained hook back.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +21,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hfdoctor.programs import ProgramMissing, run_git
+from hfdoctor.programs import ProgramMissing, global_git_config, run_git
 
 MARKER = "# hfdoctor pre-push hook"
+# Git runs a hook only by its exact name, so the hook kept aside is inert until ours runs it.
+CHAINED_NAME = "pre-push.hfdoctor-chained"
+BYPASS_LINE = "hfdoctor: push blocked. To push once without the check: git push --no-verify"
 
 
 class HookError(Exception):
@@ -34,15 +49,23 @@ def hooks_dir(repo: Path) -> Path:
 def hook_script(fail_on: str) -> str:
     python = shlex.quote(sys.executable)
     return f"""#!/bin/sh
-{MARKER} (written by `hfdoctor hook install`; remove this file to uninstall)
+{MARKER} (written by `hfdoctor hook install`; `hfdoctor hook uninstall` restores what was here)
 # Checks what each pushed ref carries (git gives "<local ref> <local sha> <remote ref> <remote sha>"
 # on stdin), not the working tree: uncommitted edits neither hide a broken push nor block a
 # good one. Every rule judges the pushed tip (what gets served); the blob rules (plain blobs
 # over 10 MiB, pickles that import code) also judge every blob the pushed commits add
 # (remote sha..local sha; for a new branch, every commit no remote has), each blob once.
 # The push stops when findings at or above --fail-on {fail_on} remain (exit 1) or hfdoctor
-# cannot check (exit 2). Bypass once with `git push --no-verify`.
+# cannot check (exit 2), before anything is uploaded. Bypass once with `git push --no-verify`.
+#
+# Then the pre-push hook that was here before (git-lfs's, pre-commit's), kept as
+# {CHAINED_NAME}, runs with the same arguments and input; without one, `git lfs pre-push`
+# runs wherever the repository is set up for git-lfs, so LFS objects are uploaded as before.
 top=$(git rev-parse --show-toplevel) || exit 1
+hooks=$(git rev-parse --git-path hooks) || exit 1
+refs=$(mktemp "${{TMPDIR:-/tmp}}/hfdoctor-pre-push.XXXXXX") || exit 1
+trap 'rm -f "$refs"' EXIT
+cat >"$refs"
 if command -v hfdoctor >/dev/null 2>&1; then
   run() {{ hfdoctor "$@"; }}
 else
@@ -55,24 +78,101 @@ while read -r local_ref local_sha remote_ref remote_sha; do
     *) continue ;;      # a deleted ref: nothing to check
   esac
   echo "hfdoctor: checking $local_ref ($local_sha)" >&2
-  run check --fail-on {fail_on} --git-rev "$local_sha" --git-since "$remote_sha" "$top"
+  run check --fail-on {fail_on} --git-rev "$local_sha" --git-since "$remote_sha" "$top" </dev/null
   code=$?
   if [ "$code" -gt "$status" ]; then status=$code; fi
-done
-exit $status
+done <"$refs"
+if [ "$status" -ne 0 ]; then
+  echo "{BYPASS_LINE}" >&2
+  exit $status
+fi
+if [ -x "$hooks/{CHAINED_NAME}" ]; then
+  "$hooks/{CHAINED_NAME}" "$@" <"$refs"
+  exit $?
+fi
+if [ "$#" -lt 1 ]; then
+  exit 0                # not run by git push (no remote named): nothing to upload
+fi
+if command -v git-lfs >/dev/null 2>&1; then
+  if git config --get filter.lfs.process >/dev/null 2>&1 || git config --get filter.lfs.clean >/dev/null 2>&1; then
+    git lfs pre-push "$@" <"$refs"
+    exit $?
+  fi
+elif grep -qs 'filter=lfs' "$top/.gitattributes"; then
+  echo "hfdoctor: .gitattributes routes files through git-lfs, but git-lfs is not on PATH: install it, or the push sends pointers without their objects" >&2
+  exit 2
+fi
+exit 0
 """
 
 
-def install_pre_push(repo: Path, force: bool = False, fail_on: str = "error") -> Path:
+def _is_ours(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return MARKER.encode() in handle.read(4096)
+    except OSError:
+        return False
+
+
+def _write_executable(path: Path, text: str) -> None:
+    tmp = path.with_name(".pre-push.hfdoctor.tmp")
+    tmp.write_text(text)
+    tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.replace(tmp, path)
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def install_pre_push(repo: Path, fail_on: str = "error") -> tuple[Path, Path | None]:
+    """Write hfdoctor's pre-push hook; a pre-push hook that was there (not hfdoctor's) is kept
+    as CHAINED_NAME and run after hfdoctor's verdict. Returns (hook, chained hook or None)."""
     directory = hooks_dir(repo)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "pre-push"
-    if path.exists() and not force:
-        existing = path.read_text(errors="replace")
-        if MARKER not in existing:
-            raise HookError(f"{path} exists and was not written by hfdoctor; use --force to replace it")
-    tmp = path.with_name(".pre-push.hfdoctor.tmp")
-    tmp.write_text(hook_script(fail_on))
-    tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    os.replace(tmp, path)
-    return path
+    chained = directory / CHAINED_NAME
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise HookError(f"{path} is not a regular file; move it away and install again")
+    if path.exists() and not _is_ours(path):
+        if chained.exists() and not _same_bytes(path, chained):
+            raise HookError(f"{path} is not hfdoctor's and {chained.name} already holds another hook; "
+                            f"merge them by hand (or remove one) and install again")
+        os.replace(path, chained)  # a rename: bytes and mode exactly as they were
+    _write_executable(path, hook_script(fail_on))
+    return path, (chained if chained.exists() else None)
+
+
+def uninstall_pre_push(repo: Path) -> tuple[Path, Path | None]:
+    """Remove hfdoctor's pre-push hook and put back the one it chained, if any. Returns
+    (hook path, the restored hook's former path or None)."""
+    directory = hooks_dir(repo)
+    path = directory / "pre-push"
+    chained = directory / CHAINED_NAME
+    if path.exists() and not _is_ours(path):
+        raise HookError(f"{path} was not written by hfdoctor; nothing to uninstall")
+    if not path.exists() and not chained.exists():
+        raise HookError(f"no hfdoctor pre-push hook in {directory}")
+    if chained.exists():
+        os.replace(chained, path)
+        return path, chained
+    path.unlink()
+    return path, None
+
+
+def lfs_advice(repo: Path, chained: Path | None) -> str:
+    """One line for `hook install` on what runs after hfdoctor's verdict."""
+    if chained is not None:
+        return (f"kept the pre-push hook that was there as {chained.name}: it runs after hfdoctor's check "
+                f"passes (git-lfs uploads its objects then); `hfdoctor hook uninstall` puts it back")
+    try:
+        local = run_git(repo, "config", "--get", "filter.lfs.process", timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError, ProgramMissing):
+        local = False
+    if local or global_git_config("filter.lfs.process"):
+        return "git-lfs: its objects are uploaded (`git lfs pre-push`) after hfdoctor's check passes"
+    return ("git-lfs: a later `git lfs install` says \"Hook already exists: pre-push\" and writes no hook; "
+            "nothing to do: hfdoctor's hook runs `git lfs pre-push` once git-lfs is set up")

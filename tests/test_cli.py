@@ -125,14 +125,22 @@ def test_hook_install(tmp_path):
     assert run_cli("hook", "install", "--repo", str(tmp_path)).returncode == 0  # ours: replaced
 
 
-def test_hook_refuses_foreign_hook_without_force(tmp_path):
+def test_hook_keeps_a_foreign_hook_and_runs_it_after_the_check(tmp_path):
+    """Another tool's pre-push hook (pre-commit's, git-lfs's) is never replaced: it is kept
+    byte for byte and runs, with git's arguments and input, once hfdoctor's check passes."""
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     hook = tmp_path / ".git" / "hooks" / "pre-push"
-    hook.write_text("#!/bin/sh\necho mine\n")
+    hook.write_text('#!/bin/sh\necho "mine $1" >&2\ncat >&2\nexit 7\n')
+    hook.chmod(0o755)
     proc = run_cli("hook", "install", "--repo", str(tmp_path))
-    assert proc.returncode == 2 and "--force" in proc.stderr and "mine" in hook.read_text()
-    assert run_cli("hook", "install", "--repo", str(tmp_path), "--force").returncode == 0
-    assert "hfdoctor" in hook.read_text()
+    assert proc.returncode == 0 and "kept the pre-push hook" in proc.stdout, proc.stderr
+    chained = tmp_path / ".git" / "hooks" / "pre-push.hfdoctor-chained"
+    assert "mine" in chained.read_text() and "hfdoctor" in hook.read_text()
+    ran = subprocess.run([str(hook), "origin", "url"], cwd=tmp_path, capture_output=True, text=True,
+                         input="(delete) " + "0" * 40 + " refs/heads/x " + "1" * 40 + "\n")
+    assert ran.returncode == 7 and "mine origin" in ran.stderr and "refs/heads/x" in ran.stderr
+    assert run_cli("hook", "install", "--repo", str(tmp_path), "--force").returncode == 0  # still kept
+    assert "mine" in chained.read_text()
 
 
 def test_hook_blocks_a_bad_push(tmp_path):
