@@ -83,13 +83,13 @@ def code_span(text: str, *, in_table: bool = False) -> str:
 
     The fence is one backtick longer than the longest run of backticks inside; a space pads
     content that starts or ends with a backtick or a space (CommonMark strips one from each
-    side). In a table cell `|` is escaped as `\\|`, which GFM removes before the span is read."""
+    side, unless the content is all spaces). In a table cell `|` is escaped as `\\|`, which GFM removes before the span is read."""
     shown = visible(text)
     if not shown:
         return ""
     longest = max((len(list(run)) for ch, run in groupby(shown) if ch == "`"), default=0)
     fence = "`" * (longest + 1)
-    if shown[0] in "` " or shown[-1] in "` ":
+    if (shown[0] in "` " or shown[-1] in "` ") and shown.strip(" "):  # all spaces: kept as they are
         shown = f" {shown} "
     if in_table:
         shown = shown.replace("|", "\\|")

@@ -44,7 +44,7 @@ def pascal_case(name: str) -> str:
 def encode_path(path: str) -> str:
     """A relative path as an RFC 3986 URI reference: every byte outside the unreserved set
     and '/' percent-encoded (names that are not valid UTF-8 keep their bytes)."""
-    return quote(path.replace(os.sep, "/").encode("utf-8", "surrogateescape"), safe="/")
+    return quote(raw_bytes(path.replace(os.sep, "/")), safe="/")
 
 
 def artifact_location(report: Report, file: str | None, cwd: Path) -> dict[str, str]:
