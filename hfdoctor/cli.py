@@ -136,8 +136,8 @@ def check(args: argparse.Namespace) -> int:
         from hfdoctor.report.text import write_rule_summary
 
         console = stdout_console() if args.format == "text" else stderr_console()
-        write_rule_summary(rule_counts(results), len(results), sum(isinstance(r, TargetError) for r in results), console,
-                           display)
+        failed = sum(isinstance(r, TargetError) for r in results)
+        write_rule_summary(rule_counts(results), len(results), failed, console, display)
     return exit_code(results, Severity.parse(args.fail_on))
 
 

@@ -83,7 +83,8 @@ def code_span(text: str, *, in_table: bool = False) -> str:
 
     The fence is one backtick longer than the longest run of backticks inside; a space pads
     content that starts or ends with a backtick or a space (CommonMark strips one from each
-    side, unless the content is all spaces). In a table cell `|` is escaped as `\\|`, which GFM removes before the span is read."""
+    side, unless the content is all spaces). In a table cell `|` is escaped as `\\|`, which GFM
+    removes before the span is read."""
     shown = visible(text)
     if not shown:
         return ""
