@@ -11,6 +11,7 @@ to that on any string.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -350,3 +351,26 @@ def test_sarif_on_any_text(file, message):
     out = write_sarif([Report("model", [finding(file, message)]), TargetError(file, message)], Path("/work"))
     assert_inert(out)
     strict_json(out)
+
+
+@FUZZ
+@given(ANY_TEXT, ANY_TEXT)
+def test_probe_output_on_any_reply(reply, detail):
+    from hfdoctor.probe.checks import CheckResult
+    from hfdoctor.probe.output import ProbeResult, write_json, write_text
+    from hfdoctor.probe.session import Generation
+
+    gen = Generation(prompt=detail, prompt_tokens=1, ids=[1, 2], text=reply, seconds=0.1, stopped_on=None)
+    result = ProbeResult(target=detail, device="cpu", family=reply, dtype="float32", load_seconds=1.0,
+                         checks=[CheckResult("think-on", "failed", detail, gen)],
+                         served={"endpoint": reply, "server": detail, "model": reply},
+                         conformance=[CheckResult("seed-parity", "inconclusive", reply)])
+    out = io.StringIO()
+    write_text(result, Console(file=out, highlight=False, soft_wrap=True))
+    assert_inert(out.getvalue())
+    assert inert.visible(detail) in out.getvalue()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        write_json(result)
+    assert_inert(printed.getvalue())
+    assert strict_json(printed.getvalue())["checks"][0]["snippet"] == inert.replace_surrogates(reply)

@@ -11,7 +11,7 @@ from typing import Any
 
 from hfdoctor import __version__
 from hfdoctor.findings import Finding, FixResult, Report, TargetError
-from hfdoctor.report.inert import dumps
+from hfdoctor.report.inert import dumps, json_safe
 
 
 def report_to_json(report: Report) -> dict[str, Any]:
@@ -25,11 +25,11 @@ def report_to_json(report: Report) -> dict[str, Any]:
     out.update(report.sections)
     if report.internal_errors:
         out["internal_errors"] = report.internal_errors
-    return out
+    return json_safe(out)  # also what survey.report_json hands to other processes and stores
 
 
 def result_to_json(result: Report | TargetError) -> dict[str, Any]:
-    return result.to_json() if isinstance(result, TargetError) else report_to_json(result)
+    return json_safe(result.to_json()) if isinstance(result, TargetError) else report_to_json(result)
 
 
 def write_json(results: list[Report | TargetError]) -> str:
