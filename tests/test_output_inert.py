@@ -33,7 +33,7 @@ from hfdoctor.report import inert
 from hfdoctor.report.github import write_github
 from hfdoctor.report.markdown import write_markdown
 from hfdoctor.report.sarif import write_sarif
-from hfdoctor.report.text import Display, write_text
+from hfdoctor.report.text import Display, line, write_text
 
 SEED = ROOT / "fixtures" / "seed-incident"
 HOSTILE = ("\n::add-mask::x\n::error file=a::b\n##[warning]w \x1b[31mred\x1b]8;;http://evil\x07link\x1b]8;;\x07 "
@@ -247,7 +247,7 @@ def finding(file: str, message: str, severity: Severity = Severity.WARNING) -> F
 def test_visible_is_one_inert_line(text):
     shown = inert.visible(text)
     assert "\n" not in shown and not RAW & set(shown)
-    assert_inert(inert.safe_line_start(shown))  # where it starts a line, it starts no command
+    assert_inert(line(text).plain)  # where outside text starts a line, it starts no command
 
 
 @FUZZ

@@ -12,7 +12,8 @@ stays data:
 - `json_safe` / `dumps`: valid I-JSON. A lone surrogate (an undecodable byte of a file name
   read with surrogateescape, or a `\\ud800` escape in a repository's JSON) becomes U+FFFD, and
   the raw bytes go beside the string in `<key>_raw` (hex).
-- `is_workflow_command`: what GitHub's runner reads as a command (the tests' oracle).
+- `is_workflow_command`: what GitHub's runner reads as a command (after leading whitespace,
+  Unicode's included, as its TrimStart does).
 
 No regular expressions: translation tables and single passes, linear in the input.
 """
@@ -55,11 +56,6 @@ def is_workflow_command(line: str) -> bool:
     """Whether GitHub's runner would read this output line as a workflow command."""
     stripped = line.lstrip()
     return stripped.startswith("::") or stripped.startswith("##[")
-
-
-def safe_line_start(text: str) -> str:
-    """A line that begins with outside text (a path): `./` in front when it would read as a command."""
-    return "./" + text if is_workflow_command(text) else text
 
 
 # --- GitHub workflow commands (as @actions/core's command.ts escapes them) --------------------
