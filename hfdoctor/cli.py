@@ -38,9 +38,11 @@ TARGETS_HELP = ("Checkpoint directories, Hub repo ids (ORG/NAME, ORG/NAME@REVISI
 
 
 def stdout_console():
+    """Lines wrap to the width of a terminal; a pipe or a file (CI logs, even with FORCE_COLOR)
+    gets each line whole, as grep and GitHub's runner read them."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
 
 
 def stderr_console():
@@ -51,7 +53,9 @@ def stderr_console():
 
 def fail(message: str) -> NoReturn:
     """A usage error or a failure of hfdoctor itself: message on stderr, exit 2."""
-    stderr_console().print(f"[bold red]error:[/bold red] {message}")
+    from hfdoctor.report.text import line
+
+    stderr_console().print(line(("error:", "bold red"), " ", message))  # names from outside, shown inert
     raise SystemExit(2)
 
 
@@ -113,11 +117,12 @@ def check(args: argparse.Namespace) -> int:
     options = Options(tuple(selects), tuple(ignores), tuple(args.upstream or ()), args.revision, args.git_rev,
                       args.cache, args.timeout, git_since=args.git_since)
     workers = args.jobs or os.cpu_count() or 1
+    display = text_display(args)
     results: list = [None] * len(all_targets)
     for index, result in check_many(all_targets, options, workers):
         results[index] = result
-        stream(result, args.format)
-    emit(results, args.format)
+        stream(result, args.format, display)
+    emit(results, args.format, display)
     if args.summary is not None:
         from hfdoctor.report.markdown import write_markdown
 
@@ -131,11 +136,18 @@ def check(args: argparse.Namespace) -> int:
         from hfdoctor.report.text import write_rule_summary
 
         console = stdout_console() if args.format == "text" else stderr_console()
-        write_rule_summary(rule_counts(results), len(results), sum(isinstance(r, TargetError) for r in results), console)
+        failed = sum(isinstance(r, TargetError) for r in results)
+        write_rule_summary(rule_counts(results), len(results), failed, console, display)
     return exit_code(results, Severity.parse(args.fail_on))
 
 
-def stream(result, output_format: str) -> None:
+def text_display(args: argparse.Namespace):
+    from hfdoctor.report.text import Display
+
+    return Display(show_info=args.show_info, quiet=getattr(args, "quiet", False))
+
+
+def stream(result, output_format: str, display) -> None:
     """Formats that print each target as it finishes."""
     if output_format == "jsonl":
         from hfdoctor.report.json_report import write_jsonl_line
@@ -144,10 +156,10 @@ def stream(result, output_format: str) -> None:
     elif output_format == "text":
         from hfdoctor.report.text import write_text
 
-        write_text([result], stdout_console())
+        write_text([result], stdout_console(), display)
 
 
-def emit(results, output_format: str) -> None:
+def emit(results, output_format: str, display) -> None:
     """Formats that print once, when every target is done."""
     if output_format == "json":
         from hfdoctor.report.json_report import write_json
@@ -156,7 +168,7 @@ def emit(results, output_format: str) -> None:
     elif output_format == "github":
         from hfdoctor.report.github import write_github
 
-        print(write_github(results))
+        print(write_github(results, show_info=display.show_info))
     elif output_format == "sarif":
         from hfdoctor.report.sarif import write_sarif
 
@@ -199,7 +211,7 @@ def fix(args: argparse.Namespace) -> int:
 
     return run_fix(local_directory(targets[0], "fix"), diff=args.diff, unsafe_fixes=args.unsafe_fixes,
                    select=selects, ignore=ignores, upstream=up, fail_on=fail_on, output_format=args.format,
-                   console=stdout_console())
+                   console=stdout_console(), display=text_display(args))
 
 
 def probe(args: argparse.Namespace) -> int:
@@ -321,6 +333,13 @@ def choice(parser: argparse.ArgumentParser, flag: str, choices: tuple[str, ...],
                         help=f"{help} (default: {default})")
 
 
+def output_options(parser: argparse.ArgumentParser, quiet: bool) -> None:
+    parser.add_argument("--show-info", action="store_true", help="Also show info findings (text; github: as "
+                        "notices) and the report's other sections; json, jsonl and sarif always hold every finding.")
+    if quiet:
+        parser.add_argument("--quiet", "-q", action="store_true", help="Text: only the summary line of each target.")
+
+
 def rule_filters(parser: argparse.ArgumentParser, only: str, skip: str) -> None:
     parser.add_argument("--select", action="append", metavar="RULES", help=only)
     parser.add_argument("--ignore", action="append", metavar="RULES", help=skip)
@@ -348,6 +367,7 @@ def check_parser() -> argparse.ArgumentParser:
                    help="Seconds a Hub repository may take, all requests together (default: 120).")
     p.add_argument("--jobs", "-j", type=at_least(int, 0), default=0, metavar="N",
                    help="Targets checked in parallel (default 0: the number of cores).")
+    output_options(p, quiet=True)
     p.add_argument("--summary", type=Path, metavar="FILE", help="Also append a Markdown summary of warnings and "
                    "errors to this file (a CI job page: $GITHUB_STEP_SUMMARY). The only file check writes, and "
                    "only when asked.")
@@ -361,6 +381,7 @@ def fix_parser() -> argparse.ArgumentParser:
     p.add_argument("--diff", action="store_true", help="Print a unified diff of the fixes and write nothing.")
     p.add_argument("--unsafe-fixes", action="store_true", help="Also apply fixes marked unsafe.")
     choice(p, "--format", FORMATS, "text", "Output format of the summary.")
+    output_options(p, quiet=False)
     rule_filters(p, "Only fix findings of these rules.", "Do not fix findings of these rules.")
     choice(p, "--fail-on", SEVERITIES, "error", "Lowest severity left after fixing that makes the exit code 1.")
     p.add_argument("--upstream", action="append", metavar="DIR", help=UPSTREAM_HELP)

@@ -62,6 +62,8 @@ def run_step(name: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
     script = step(name)["run"]
     base = {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "HOME": str(cwd), "HF_HUB_OFFLINE": "1",
             "LANG": "C.UTF-8"}
+    if "PYTHONPATH" in os.environ:  # a checkout beside the installed one (a worktree): test its code
+        base["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.run(["bash", "-e", "-c", script] if name != "Check" else ["bash", "-c", script],
                           env={**base, **env}, cwd=cwd, capture_output=True, text=True, timeout=300)
 
@@ -92,7 +94,7 @@ def test_check_step_writes_sarif_summary_and_outputs(runner):
     assert "model/README.md" in uris  # relative to the workspace: code scanning annotates the file
     summary = Path(runner["GITHUB_STEP_SUMMARY"]).read_text()
     assert "## hfdoctor" in summary and "| severity | rule | where | finding |" in summary
-    assert "TPL001 missing\\-chat\\-template" in summary and "CARD001" in summary
+    assert "| error | TPL001 missing-chat-template | `tokenizer_config.json` |" in summary and "CARD001" in summary
 
     verdict = run_step("Verdict", {"CODE": out["exit-code"]}, workspace)
     assert verdict.returncode == 1 and "::error::" in verdict.stdout

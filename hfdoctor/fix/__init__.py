@@ -30,7 +30,7 @@ from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, write_changes
 from hfdoctor.report.diff import unified_diff
 from hfdoctor.report.json_report import write_fix_json
-from hfdoctor.report.text import write_fix_text
+from hfdoctor.report.text import Display, write_fix_text
 
 
 def run_fix(
@@ -44,6 +44,7 @@ def run_fix(
     fail_on: Severity,
     output_format: str,
     console: Console,
+    display: Display = Display(),
 ) -> int:
     """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left."""
     plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes)
@@ -72,7 +73,7 @@ def run_fix(
             console.file.write(diff_text)
             console.file.flush()
             console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
-        write_fix_text(result, console)
+        write_fix_text(result, console, display)
     if errors:
         return 2
     worst = left.worst()

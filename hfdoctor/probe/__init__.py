@@ -40,10 +40,10 @@ def run_probe(
 ) -> int:
     """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2)."""
     from rich.console import Console
-    from rich.markup import escape
 
     from hfdoctor.probe.output import ProbeResult, write_json, write_text
     from hfdoctor.probe.preflight import ProbeRefused
+    from hfdoctor.report.text import line
 
     console = console or Console(highlight=False, soft_wrap=True)
     # Progress and refusals go to stderr, so that --format json keeps stdout pure JSON.
@@ -58,7 +58,7 @@ def run_probe(
             probe_served(result, path, device, max_new_tokens, serve, endpoint, endpoint_model, gguf_file, seeded)
     except ProbeRefused as err:
         result.refused = str(err)
-        errors.print(f"[bold red]probe refused:[/bold red] {escape(str(err))}")
+        errors.print(line(("probe refused:", "bold red"), " ", str(err)))
     if output_format == "json":
         write_json(result)
     else:
@@ -68,10 +68,11 @@ def run_probe(
 
 def endpoint_only(result: "ProbeResult", url: str, model: str | None, seeded: bool, errors: "Console") -> None:
     from hfdoctor.probe import conformance, served
+    from hfdoctor.report.text import line
 
     endpoint = served.external(url, model)
     result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
-    errors.print(f"probing {endpoint.url} ({endpoint.model}): served conformance", highlight=False)
+    errors.print(line(f"probing {endpoint.url} ({endpoint.model}): served conformance"))  # the server's name: inert
     result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded)
 
 

@@ -1,19 +1,23 @@
-"""How a probe result is shown: one JSON object on stdout, or readable lines with the replies."""
+"""How a probe result is shown: one JSON object on stdout, or readable lines with the replies.
+
+A model's replies and a served endpoint's answers are outside text: inert in both formats
+(hfdoctor.report.inert; text lines through hfdoctor.report.text.line).
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from hfdoctor import __version__
 from hfdoctor.probe.checks import STATUSES, CheckResult
+from hfdoctor.report.inert import dumps
+from hfdoctor.report.text import line
 
-VERDICT = {"passed": "[bold green]PASS[/]", "failed": "[bold red]FAIL[/]", "inconclusive": "[bold yellow]??? [/]",
-           "not-applicable": "[dim]N/A [/]"}
+VERDICT = {"passed": ("PASS", "bold green"), "failed": ("FAIL", "bold red"), "inconclusive": ("??? ", "bold yellow"),
+           "not-applicable": ("N/A ", "dim")}
 
 
 @dataclass
@@ -56,7 +60,7 @@ class ProbeResult:
 
 
 def write_json(result: ProbeResult) -> None:
-    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    print(dumps(result.to_json(), indent=2))
 
 
 def write_text(result: ProbeResult, console: Console) -> None:
@@ -64,31 +68,27 @@ def write_text(result: ProbeResult, console: Console) -> None:
         return  # the refusal went to stderr; there is nothing else to show
     loaded = f"loaded in {result.load_seconds:.1f} s" if result.load_seconds is not None else ""
     if result.device is not None:
-        console.print(f"[bold]{escape(result.target)}[/bold]  family: {escape(result.family or 'unknown')}, "
-                      f"device: {result.device}, dtype: {result.dtype}, {loaded}")
+        console.print(line((result.target, "bold"), f"  family: {result.family or 'unknown'}, "
+                           f"device: {result.device}, dtype: {result.dtype}, {loaded}"))
     else:
-        console.print(f"[bold]{escape(result.target)}[/bold]  (no local weights: the endpoint only)")
+        console.print(line((result.target, "bold"), "  (no local weights: the endpoint only)"))
     replies_shown: set[tuple[str, str]] = set()
     for check in result.checks:
-        console.print(f"  {VERDICT[check.status]} [bold]{check.name:<16}[/bold] {escape(check.detail)}", soft_wrap=True)
+        console.print(line("  ", VERDICT[check.status], " ", (f"{check.name:<16}", "bold"), " ", check.detail))
         gen = check.generation
         # Checks share replies (stops-at-eos judges the others'): show each prompt's reply once.
         if gen is not None and (gen.prompt, gen.text) not in replies_shown:
             replies_shown.add((gen.prompt, gen.text))
-            reply = gen.text.replace("\n", "\\n")
-            if len(reply) > 200:
-                reply = reply[:199] + "…"
-            console.print(f"       [dim]reply ({gen.tokens} tokens, {gen.seconds:.2f} s):[/dim] {escape(reply)}",
-                          soft_wrap=True)
+            reply = gen.text if len(gen.text) <= 200 else gen.text[:199] + "…"
+            console.print(line("       ", (f"reply ({gen.tokens} tokens, {gen.seconds:.2f} s):", "dim"), " ", reply))
     if result.served is not None:
-        console.print(f"  through {escape(result.served['server'])} at {escape(result.served['endpoint'])}:")
+        console.print(line(f"  through {result.served['server']} at {result.served['endpoint']}:"))
         for check in [*result.served_checks, *result.conformance]:
-            console.print(f"    {VERDICT[check.status]} [bold]{check.name:<19}[/bold] {escape(check.detail)}",
-                          soft_wrap=True)
+            console.print(line("    ", VERDICT[check.status], " ", (f"{check.name:<19}", "bold"), " ", check.detail))
     counts = {status: sum(c.status == status for c in [*result.checks, *result.conformance]) for status in STATUSES}
     summary = f"{counts['passed']} passed, {counts['failed']} failed"
     if counts["inconclusive"]:
         summary += f", {counts['inconclusive']} inconclusive"
     if counts["not-applicable"]:
         summary += f", {counts['not-applicable']} not applicable"
-    console.print(f"[{'red' if counts['failed'] else 'green'}]{summary}[/]")
+    console.print(line((summary, "red" if counts["failed"] else "green")))

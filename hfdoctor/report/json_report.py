@@ -1,12 +1,17 @@
-"""The JSON writer: exactly the shape CONTRACT.md documents, for `check` and `fix`."""
+"""The JSON writer: exactly the shape CONTRACT.md documents, for `check` and `fix`.
+
+The text is I-JSON (hfdoctor.report.inert.dumps): a string with lone surrogates (an
+undecodable file name) gets U+FFFD in their place, and its raw bytes beside it as hex in
+`<key>_raw` (`"file": "model\ufffd.bin", "file_raw": "6d6f64656cff2e62696e"`).
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from hfdoctor import __version__
 from hfdoctor.findings import Finding, FixResult, Report, TargetError
+from hfdoctor.report.inert import dumps, json_safe
 
 
 def report_to_json(report: Report) -> dict[str, Any]:
@@ -20,22 +25,22 @@ def report_to_json(report: Report) -> dict[str, Any]:
     out.update(report.sections)
     if report.internal_errors:
         out["internal_errors"] = report.internal_errors
-    return out
+    return json_safe(out)  # also what survey.report_json hands to other processes and stores
 
 
 def result_to_json(result: Report | TargetError) -> dict[str, Any]:
-    return result.to_json() if isinstance(result, TargetError) else report_to_json(result)
+    return json_safe(result.to_json()) if isinstance(result, TargetError) else report_to_json(result)
 
 
 def write_json(results: list[Report | TargetError]) -> str:
     """One object for one target (the contract's shape); a list of them for several."""
     payload: Any = result_to_json(results[0]) if len(results) == 1 else [result_to_json(r) for r in results]
-    return json.dumps(payload, indent=2, ensure_ascii=False)
+    return dumps(payload, indent=2)
 
 
 def write_jsonl_line(result: Report | TargetError) -> str:
     """`--format jsonl`: one compact report object per line, written as each target finishes."""
-    return json.dumps(result_to_json(result), ensure_ascii=False, separators=(",", ":"))
+    return dumps(result_to_json(result), separators=(",", ":"))
 
 
 def _fix_entry(finding: Finding) -> dict[str, Any]:
@@ -56,4 +61,4 @@ def write_fix_json(result: FixResult) -> str:
         out["diff"] = result.diff
     if result.errors:
         out["internal_errors"] = result.errors
-    return json.dumps(out, indent=2, ensure_ascii=False)
+    return dumps(out, indent=2)

@@ -2,25 +2,18 @@
 
 One table per target with its warnings and errors (info findings are counted, not
 listed: the summary is read at a glance), each row naming the rule, where, and the
-message's first sentence. Markdown-significant characters in repository data are
-escaped, so a crafted file name cannot inject links or tables into the job page.
+message's first sentence. Text from the repository (target, file names, messages) is put in
+code spans (hfdoctor.report.inert.code_span), so a crafted name cannot inject links,
+autolinks, HTML or table cells into the job page.
 """
 
 from __future__ import annotations
 
-import re
-
 from hfdoctor.findings import Report, Severity, TargetError
+from hfdoctor.report.inert import code_span
 
 MAX_ROWS = 200  # per target: GitHub caps a step summary at 1 MiB
 ICON = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "info"}
-SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
-
-
-def escape(text: str) -> str:
-    """Text as literal Markdown: no markup, no HTML, one line."""
-    one_line = " ".join(text.encode("utf-8", "replace").decode("utf-8").split())
-    return SPECIAL.sub(r"\\\1", one_line)
 
 
 def first_sentence(message: str, limit: int = 240) -> str:
@@ -33,10 +26,10 @@ def write_markdown(reports: list[Report | TargetError]) -> str:
     lines = ["## hfdoctor", ""]
     for report in reports:
         if isinstance(report, TargetError):
-            lines += [f"### `{escape(report.target)}`", "", f"Could not be checked: {escape(report.message)}", ""]
+            lines += [f"### {code_span(report.target)}", "", f"Could not be checked: {code_span(report.message)}", ""]
             continue
         summary = report.summary()
-        lines += [f"### {escape(report.target)}", "",
+        lines += [f"### {code_span(report.target)}", "",
                   f"{summary['error']} error(s), {summary['warning']} warning(s), {summary['info']} info; "
                   f"{summary['fixable']} fixable with `hfdoctor fix`", ""]
         loud = [f for f in report.findings if f.severity >= Severity.WARNING]
@@ -44,11 +37,11 @@ def write_markdown(reports: list[Report | TargetError]) -> str:
             lines += ["| severity | rule | where | finding |", "|---|---|---|---|"]
             for f in loud[:MAX_ROWS]:
                 where = (f.file or "") + (f":{f.line}" if f.line else "")
-                lines.append(f"| {ICON[f.severity]} | {f.code} {escape(f.rule)} | {escape(where)} | "
-                             f"{escape(first_sentence(f.message))} |")
+                lines.append(f"| {ICON[f.severity]} | {f.code} {f.rule} | {code_span(where, in_table=True)} | "
+                             f"{code_span(first_sentence(f.message), in_table=True)} |")
             if len(loud) > MAX_ROWS:
                 lines.append(f"\n… and {len(loud) - MAX_ROWS} more (see the SARIF results or `hfdoctor check`).")
             lines.append("")
         for error in report.internal_errors:
-            lines += [f"Internal error (please report it): {escape(error)}", ""]
+            lines += [f"Internal error (please report it): {code_span(error)}", ""]
     return "\n".join(lines) + "\n"

@@ -8,12 +8,13 @@ official OASIS schema with URI formats):
   absolute file:// URI; a Hub file is its https://huggingface.co/.../blob/<commit>/ URL;
 - the driver has an `informationUri`, each rule a `helpUri` (its row of the README's
   rule table) and a PascalCase `name` (the contract name is kept in `properties`);
-- a file-level result has a region: its first line.
+- a file-level result has a region: its first line;
+- the text is I-JSON: a lone surrogate in a message becomes U+FFFD, the raw bytes go in the
+  result's `properties.message_raw` (hex), as `<key>_raw` does in the JSON output.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from urllib.parse import quote
 
 from hfdoctor import __version__
 from hfdoctor.findings import Finding, Report, Severity, TargetError
+from hfdoctor.report.inert import dumps, has_surrogate, raw_bytes
 from hfdoctor.rules import ALL_RULES
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -42,7 +44,7 @@ def pascal_case(name: str) -> str:
 def encode_path(path: str) -> str:
     """A relative path as an RFC 3986 URI reference: every byte outside the unreserved set
     and '/' percent-encoded (names that are not valid UTF-8 keep their bytes)."""
-    return quote(path.replace(os.sep, "/").encode("utf-8", "surrogateescape"), safe="/")
+    return quote(raw_bytes(path.replace(os.sep, "/")), safe="/")
 
 
 def artifact_location(report: Report, file: str | None, cwd: Path) -> dict[str, str]:
@@ -78,6 +80,8 @@ def _result(report: Report, finding: Finding, index: dict[str, int], cwd: Path) 
         properties["fix"] = finding.fix.to_json()
     if finding.severity_reason:
         properties["severity_reason"] = finding.severity_reason
+    if has_surrogate(finding.message):  # SARIF's message object has no room for it: the property bag has
+        properties["message_raw"] = raw_bytes(finding.message).hex()
     if properties:
         result["properties"] = properties
     return result
@@ -119,5 +123,5 @@ def write_sarif(reports: list[Report | TargetError], cwd: Path | None = None) ->
             }],
         }],
     }
-    # ensure_ascii: names that are not valid UTF-8 (surrogates) still give valid JSON text.
-    return json.dumps(sarif, indent=2, ensure_ascii=True)
+    # raw=False: the schema allows no `<key>_raw` beside its strings (message_raw is above).
+    return dumps(sarif, raw=False, indent=2, ensure_ascii=True)

@@ -1,61 +1,109 @@
-"""The human writer: one line per finding, ruff-style, with rich colours on a terminal."""
+"""The human writer: one line per finding, ruff-style, with rich colours on a terminal.
+
+Short by default (CONTRACT "Text output is short"): warnings and errors, the compat line and a
+summary line that counts the info findings and names `--show-info`, which shows them and the
+other sections (template capabilities, weights); `--quiet` prints the summary line alone.
+A terminal wraps lines to its width; a pipe gets one plain line per finding (cli.stdout_console).
+
+Outside text is inert: every string is shown through `inert.visible` (controls, bidi and line
+breaks as escapes) inside rich Text objects, which rich never reads as markup.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Union
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from hfdoctor.findings import Applicability, FixResult, Report, Severity, TargetError
+from hfdoctor.report.inert import is_workflow_command, visible
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+Part = Union[str, tuple[str, str]]  # text, or (text, rich style)
 
 
-def _location(target: str, file: str | None, line: int | None) -> str:
+@dataclass(frozen=True)
+class Display:
+    """What the text output shows: info findings and sections (--show-info), or the summary alone (--quiet)."""
+
+    show_info: bool = False
+    quiet: bool = False
+
+
+def line(*parts: Part) -> Text:
+    """One output line from plain parts and (text, style) parts, every character shown visibly.
+
+    A line never starts with what GitHub's runner reads as a workflow command: a path that would
+    (a target named `::error::x`) gets `./` in front, the same path."""
+    text = Text()
+    for part in parts:
+        content, style = (part, "") if isinstance(part, str) else part
+        text.append(visible(content), style)
+    if is_workflow_command(text.plain):
+        text = Text("./") + text
+    return text
+
+
+def say(console: Console, *parts: Part) -> None:
+    console.print(line(*parts))
+
+
+def _location(target: str, file: str | None, line_no: int | None) -> str:
     if file is None:
         return target
-    return f"{target.rstrip('/')}/{file}" + (f":{line}" if line else "")
+    return f"{target.rstrip('/')}/{file}" + (f":{line_no}" if line_no else "")
 
 
-def write_text(reports: list[Report | TargetError], console: Console) -> None:
+def write_text(reports: list[Report | TargetError], console: Console, display: Display = Display()) -> None:
     for report in reports:
         if isinstance(report, TargetError):
-            console.print(f"[bold]{escape(report.target)}[/bold]: [bold red]error:[/bold red] {escape(report.message)}",
-                          soft_wrap=True)
+            say(console, (report.target, "bold"), ": ", ("error:", "bold red"), " ", report.message)
             continue
-        console.print(f"[bold]{escape(report.target)}[/bold]  lineage: {lineage_text(report.lineage or {})}")
+        if display.quiet:
+            console.print(summary_line(report, display, named=True))
+            continue
+        console.print(line((report.target, "bold"), "  lineage: ") + lineage_text(report.lineage or {}))
         for section, body in report.sections.items():
-            write_section(console, section, body)
+            if section == "compat" or display.show_info:
+                write_section(console, section, body)
         for f in report.findings:
-            fix = f"  [green]\\[fix: {f.fix.applicability}][/green]" if f.fix else ""
-            console.print(
-                f"{escape(_location(report.target, f.file, f.line))}: [{STYLE[f.severity]}]{f.severity}[/] "
-                f"[bold]{f.code}[/bold] [dim]{f.rule}[/dim] {escape(f.message)}{fix}",
-                soft_wrap=True,
-            )
+            if f.severity is Severity.INFO and not display.show_info:
+                continue
+            fix: list[Part] = [("  [fix: " + str(f.fix.applicability) + "]", "green")] if f.fix else []
+            say(console, _location(report.target, f.file, f.line), ": ", (str(f.severity), STYLE[f.severity]), " ",
+                (f.code, "bold"), " ", (f.rule, "dim"), " ", f.message, *fix)
         for err in report.internal_errors:
-            console.print(f"[bold red]internal error[/] {escape(err)} (please report this)", soft_wrap=True)
-        s = report.summary()
-        if report.findings:
-            console.print(f"{s['error']} error(s), {s['warning']} warning(s), {s['info']} info; "
-                          f"{s['fixable']} fixable with `hfdoctor fix`"
-                          + (f" ({s['unsafe_fixable']} more with --unsafe-fixes)" if s["unsafe_fixable"] else ""))
-        else:
-            console.print("[green]no findings[/green]")
+            say(console, ("internal error", "bold red"), " ", err, " (please report this)")
+        console.print(summary_line(report, display, named=False))
 
 
-def lineage_text(lin: dict[str, Any]) -> str:
+def summary_line(report: Report, display: Display, named: bool) -> Text:
+    """`1 error(s), 0 warning(s), and 4 info: --show-info; 1 fixable with `hfdoctor fix``."""
+    head: list[Part] = [(report.target, "bold"), ": "] if named else []
+    if not report.findings:
+        return line(*head, ("no findings", "green"))
+    s = report.summary()
+    counts = f"{s['error']} error(s), {s['warning']} warning(s), "
+    counts += f"{s['info']} info" if display.show_info or not s["info"] else f"and {s['info']} info: --show-info"
+    fixable = f"; {s['fixable']} fixable with `hfdoctor fix`"
+    if s["unsafe_fixable"]:
+        fixable += f" ({s['unsafe_fixable']} more with --unsafe-fixes)"
+    return line(*head, counts + fixable)
+
+
+def lineage_text(lin: dict[str, Any]) -> Text:
     """'qwen3 (hybrid), base model Qwen/Qwen3-8B, confidence high (evidence: config, tokenizer)'."""
     if not lin.get("family"):
         arch = f"{lin['architecture']} architecture, " if lin.get("architecture") else ""
-        return f"[bold]{arch}family unknown[/bold] (no tokenizer or other evidence names a known family)"
+        return line((f"{arch}family unknown", "bold"), " (no tokenizer or other evidence names a known family)")
     family = lin["family"] + (f" ({lin['variant']})" if lin.get("variant") else "")
     evidence = ", ".join(lin.get("evidence") or []) or "none"
     disagree = "".join(f"; {name} says {' / '.join(lin.get('by_source', {}).get(name, []))}"
                        for name in lin.get("disagree") or [])
-    return (f"[bold]{escape(family)}[/bold], base model {escape(lin.get('base_model') or 'unknown')}, "
-            f"confidence {lin.get('confidence', 'unknown')} (evidence: {escape(evidence)}{escape(disagree)})")
+    return line((family, "bold"), f", base model {lin.get('base_model') or 'unknown'}, "
+                f"confidence {lin.get('confidence', 'unknown')} (evidence: {evidence}{disagree})")
 
 
 def write_section(console: Console, name: str, body: Any) -> None:
@@ -68,7 +116,7 @@ def write_section(console: Console, name: str, body: Any) -> None:
             if isinstance(value, (dict, list)) and len(str(value)) > 80:
                 continue
             parts.append(f"{key}={value}")
-        console.print(f"  {escape(name)}: {escape(', '.join(parts))}", soft_wrap=True)
+        say(console, f"  {name}: {', '.join(parts)}")
 
 
 COMPAT_STYLE = {"loads": "green", "caveat": "yellow", "fails": "red"}
@@ -77,54 +125,58 @@ WHY_CHARS = 240
 
 def write_compat(console: Console, entries: list[dict[str, str]]) -> None:
     """`compat: transformers-5 loads, vllm caveat, ...`, then why for each engine not plainly loading."""
-    statuses = ", ".join(f"{escape(e['engine'])} [{COMPAT_STYLE.get(e['status'], 'default')}]{e['status']}[/]"
-                         for e in entries)
-    console.print(f"  compat: {statuses}", soft_wrap=True)
+    statuses: list[Part] = ["  compat: "]
+    for i, e in enumerate(entries):
+        statuses += [(", " if i else "") + e["engine"] + " ", (e["status"], COMPAT_STYLE.get(e["status"], ""))]
+    say(console, *statuses)
     grouped: dict[tuple[str, str], list[str]] = {}  # engines that share a status and a reason share a line
     for e in entries:
         if e["status"] != "loads":
             grouped.setdefault((e["status"], e["why"]), []).append(e["engine"])
     for (status, why), engines in grouped.items():
         why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS] + "..."
-        console.print(f"    {escape(', '.join(engines))} {status}: {escape(why)}", soft_wrap=True)
+        say(console, f"    {', '.join(engines)} {status}: {why}")
 
 
-def write_fix_text(result: FixResult, console: Console) -> None:
+def write_fix_text(result: FixResult, console: Console, display: Display = Display()) -> None:
     """What fix did (or, with --diff, would do), then what is left, as `check` shows it."""
     after = result.after
     preview = result.diff is not None
     verb = "would fix" if preview or not result.written else "fixed"
     if result.applied and result.files:
-        files = ", ".join(result.files)
-        console.print(f"[bold]{escape(after.target)}[/bold]: {verb} {len(result.applied)} finding(s) in {escape(files)}"
-                      + ("; nothing written (--diff)" if preview else ""))
+        say(console, (after.target, "bold"), f": {verb} {len(result.applied)} finding(s) in {', '.join(result.files)}"
+            + ("; nothing written (--diff)" if preview else ""))
         for finding in result.applied:
             assert finding.fix is not None
-            console.print(f"  [green]{verb}[/green] {finding.code} [dim]{finding.rule}[/dim] "
-                          f"{escape(finding.file or '')}: {escape(finding.fix.title)}", soft_wrap=True)
+            say(console, "  ", (verb, "green"), f" {finding.code} ", (finding.rule, "dim"),
+                f" {finding.file or ''}: {finding.fix.title}")
     else:
-        console.print(f"[bold]{escape(after.target)}[/bold]: nothing to fix")
+        say(console, (after.target, "bold"), ": nothing to fix")
     for reason in result.refused:
-        console.print(f"  [yellow]not fixed[/yellow] {escape(reason)}", soft_wrap=True)
+        say(console, "  ", ("not fixed", "yellow"), " ", reason)
     for err in result.errors:
-        console.print(f"[bold red]error:[/bold red] {escape(err)}", soft_wrap=True)
+        say(console, ("error:", "bold red"), " ", err)
     unsafe = [f for f in after.findings if f.fix is not None and f.fix.applicability is Applicability.UNSAFE]
     if unsafe:
-        console.print(f"  {len(unsafe)} more fix(es) available with --unsafe-fixes")
+        say(console, f"  {len(unsafe)} more fix(es) available with --unsafe-fixes")
     if preview:
-        console.print("left after applying this diff:")
+        say(console, "left after applying this diff:")
     else:
-        console.print("left after fixing:" if result.written or not result.files else "left (nothing was written):")
-    write_text([after], console)
+        say(console, "left after fixing:" if result.written or not result.files else "left (nothing was written):")
+    write_text([after], console, display)
 
 
-def write_rule_summary(counts: dict[str, Any], total: int, failed: int, console: Console) -> None:
-    """After several targets: per rule, on how many repositories it fired."""
-    console.print(f"\n[bold]{total} target(s)[/bold]: {total - failed} checked, {failed} could not be checked")
-    if not counts:
-        console.print("[green]no rule fired[/green]")
+def write_rule_summary(counts: dict[str, Any], total: int, failed: int, console: Console,
+                       display: Display = Display()) -> None:
+    """After several targets: per rule, on how many repositories it fired (--quiet: the totals alone)."""
+    console.print()
+    say(console, (f"{total} target(s)", "bold"), f": {total - failed} checked, {failed} could not be checked")
+    if display.quiet:
         return
-    console.print(f"{'rule':<30} {'repos':>6}  findings (error/warning/info)")
+    if not counts:
+        say(console, ("no rule fired", "green"))
+        return
+    say(console, f"{'rule':<30} {'repos':>6}  findings (error/warning/info)")
     for name, count in counts.items():
         sev = count.severities
-        console.print(f"{escape(name):<30} {count.repos:>6}  {sev['error']}/{sev['warning']}/{sev['info']}")
+        say(console, f"{name:<30} {count.repos:>6}  {sev['error']}/{sev['warning']}/{sev['info']}")
