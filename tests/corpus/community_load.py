@@ -4,7 +4,7 @@ Layout (tests/corpus/community/):
   <slug>/folder.json   where the folder came from (source_repo, source_dir, commit, license, kind, family),
                        its files (name -> sha256, size, source_path) and the files left out and why
                        (weights, code, files of 4 MiB or more that the snapshot lacked);
-  _blobs/<sha256>.gz   each distinct file content once, gzip-compressed (many fine-tunes ship their base's
+  _blobs/<sha256>.xz   each distinct file content once, xz-compressed (many fine-tunes ship their base's
                        tokenizer.json byte for byte);
   MANIFEST.tsv         one row per stored file: slug, repo, path, commit, sha256, license, kind, family.
 
@@ -16,7 +16,7 @@ file's sha256, so a folder on disk is byte for byte the one published.
 
 from __future__ import annotations
 
-import gzip
+import lzma
 import hashlib
 import json
 import sys
@@ -35,7 +35,7 @@ def folder_info(slug: str) -> dict:
 
 
 def blob_bytes(digest: str) -> bytes:
-    data = gzip.decompress((BLOBS / f"{digest}.gz").read_bytes())
+    data = lzma.decompress((BLOBS / f"{digest}.xz").read_bytes())
     if hashlib.sha256(data).hexdigest() != digest:
         raise ValueError(f"blob {digest} does not match its sha256")
     return data
