@@ -16,6 +16,11 @@ The table per rule counts them; "errors true" is the share of errors (snapshot-o
 
     python tests/corpus/community_bar.py            # the table, then every warning and error judged
     python tests/corpus/community_bar.py --unjudged # only the findings no judgment claims
+    python tests/corpus/community_bar.py --pin      # rewrite the pins tests/test_community.py holds
+
+The pins (in community_judgments.json) are the findings of the day the corpus was judged, one per
+(folder, rule, judgment): tests/test_community.py requires each true one to still fire and each false
+one to be gone.
 """
 
 from __future__ import annotations
@@ -127,10 +132,29 @@ def table_text(rows: list[Row], n_folders: int) -> str:
     return "\n".join(lines)
 
 
+def pins(rows: list[Row]) -> dict[str, list[list[str]]]:
+    """[folder, rule, judgment] of each true and each false finding, once each, sorted."""
+    table = judgments()
+    found: dict[str, set] = {"true": set(), "false": set()}
+    for slug, rule, _, _, key in rows:
+        verdict = verdict_of(key, table)
+        if verdict in found:
+            found[verdict].add((slug, rule, key))
+    return {verdict: [list(p) for p in sorted(found[verdict])] for verdict in ("true", "false")}
+
+
+def write_pins(rows: list[Row]) -> None:
+    data = json.loads(JUDGMENTS.read_text(encoding="utf-8"))
+    data["pins"] = pins(rows)
+    JUDGMENTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     only_unjudged = "--unjudged" in sys.argv[1:]
     slugs = [a for a in sys.argv[1:] if not a.startswith("--")] or None
     rows = run(slugs)
+    if "--pin" in sys.argv[1:]:
+        write_pins(rows)
     table = judgments()
     if not only_unjudged:
         print(table_text(rows, len(slugs or community_load.slugs())))
