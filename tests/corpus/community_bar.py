@@ -1,0 +1,170 @@
+"""The community bar: would the people who publish fine-tunes, adapters, merges and quantized copies
+accept each warning and error that `check` prints on their folders?
+
+Every folder of tests/corpus/community (model folders people committed to public GitHub repositories,
+see community_load.py) is checked as a new user would: no --upstream, no Hugging Face cache, no Hub.
+Each warning and error is matched to the first judgment of tests/corpus/community_judgments.json whose
+rule, severity, folders (regexes over the slug, when given) and message pattern match. Verdicts:
+
+  true       a real problem the publisher would fix;
+  by-design  accurate, but it describes the family's own upstream design (not the publisher's doing);
+  false      wrong: the folder is fine in that respect;
+  snapshot   true only of the stored copy (the weights, code or a 4 MiB+ file are left out of it).
+
+The table per rule counts them; "errors true" is the share of errors (snapshot-only aside) judged true,
+"accepted" the share of warnings and errors (snapshot-only and card-metadata aside) judged true.
+
+    python tests/corpus/community_bar.py            # the table, then every warning and error judged
+    python tests/corpus/community_bar.py --unjudged # only the findings no judgment claims
+    python tests/corpus/community_bar.py --pin      # rewrite the pins tests/test_community.py holds
+
+The pins (in community_judgments.json) are the findings of the day the corpus was judged, one per
+(folder, rule, judgment): tests/test_community.py requires each true one to still fire and each false
+one to be gone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import community_load  # noqa: E402
+from hfdoctor.check import check_target  # noqa: E402
+from hfdoctor.upstream import Upstream  # noqa: E402
+
+LOUD = ("warning", "error")
+VERDICTS = ("true", "by-design", "false", "snapshot")
+CARD_METADATA = "card-metadata"
+JUDGMENTS = HERE / "community_judgments.json"
+
+Row = tuple[str, str, str, str, "str | None"]  # slug, rule, severity, message, judgment key
+
+
+def judgments() -> dict[str, dict]:
+    return json.loads(JUDGMENTS.read_text(encoding="utf-8"))["judgments"]
+
+
+def judge(slug: str, rule: str, severity: str, message: str, table: dict[str, dict]) -> str | None:
+    """The key of the first judgment that claims this finding, or None."""
+    for key, j in table.items():
+        severities = j["severity"] if isinstance(j["severity"], list) else [j["severity"]]
+        if j["rule"] != rule or severity not in severities:
+            continue
+        if "folders" in j and not any(re.fullmatch(f, slug) for f in j["folders"]):
+            continue
+        if re.search(j["pattern"], message, re.DOTALL):
+            return key
+    return None
+
+
+def check_folders(folders: dict[str, Path]) -> list[Row]:
+    """Every warning and error on the folders, judged. Info findings are not counted (never a failed hook)."""
+    table = judgments()
+    up = Upstream((), use_cache=False, use_hub=False)
+    rows: list[Row] = []
+    for slug, folder in sorted(folders.items()):
+        report = check_target(str(folder), upstream=up)
+        if report.internal_errors:
+            raise SystemExit(f"{slug}: {report.internal_errors}")
+        for f in report.findings:
+            severity = str(f.severity)
+            if severity in LOUD:
+                rows.append((slug, f.rule, severity, f.message, judge(slug, f.rule, severity, f.message, table)))
+    return rows
+
+
+def run(only: list[str] | None = None) -> list[Row]:
+    with tempfile.TemporaryDirectory() as scratch:
+        return check_folders(community_load.materialise(Path(scratch), only))
+
+
+def verdict_of(key: str | None, table: dict[str, dict]) -> str:
+    return table[key]["verdict"] if key in table else "unjudged"
+
+
+def bar(rows: list[Row]) -> dict[str, float | int]:
+    """The numbers the bar is held to."""
+    table = judgments()
+    errors = [verdict_of(k, table) for _, _, s, _, k in rows if s == "error"]
+    errors = [v for v in errors if v != "snapshot"]
+    counted = [verdict_of(k, table) for _, r, _, _, k in rows if r != CARD_METADATA]
+    counted = [v for v in counted if v != "snapshot"]
+    return {"loud": len(rows), "errors": len(errors), "errors_true": errors.count("true"),
+            "errors_true_share": errors.count("true") / len(errors) if errors else 1.0,
+            "counted": len(counted), "accepted": counted.count("true"),
+            "accepted_share": counted.count("true") / len(counted) if counted else 1.0,
+            "unjudged": sum(1 for *_, k in rows if k not in table)}
+
+
+def table_text(rows: list[Row], n_folders: int) -> str:
+    table = judgments()
+    by_rule: dict[str, Counter] = {}
+    for slug, rule, severity, _, key in rows:
+        counts = by_rule.setdefault(rule, Counter())
+        counts[severity] += 1
+        counts[verdict_of(key, table)] += 1
+        counts["folders:" + slug] = 1
+    header = (f"{'rule':<28} {'errors':>6} {'warnings':>8} {'true':>5} {'by-design':>9} {'false':>5} "
+              f"{'snapshot':>8} {'unjudged':>8} {'folders':>7}")
+    lines = [header]
+    total = Counter()
+    for rule, c in sorted(by_rule.items()):
+        folders = sum(1 for k in c if k.startswith("folders:"))
+        lines.append(f"{rule:<28} {c['error']:>6} {c['warning']:>8} {c['true']:>5} {c['by-design']:>9} "
+                     f"{c['false']:>5} {c['snapshot']:>8} {c['unjudged']:>8} {folders:>7}")
+        total.update({k: v for k, v in c.items() if not k.startswith("folders:")})
+    lines.append(f"{'all':<28} {total['error']:>6} {total['warning']:>8} {total['true']:>5} {total['by-design']:>9} "
+                 f"{total['false']:>5} {total['snapshot']:>8} {total['unjudged']:>8}")
+    n = bar(rows)
+    lines.append(f"\n{n_folders} community folders, {n['loud']} warnings and errors.")
+    lines.append(f"errors true: {n['errors_true']} of {n['errors']} ({n['errors_true_share']:.0%}, snapshot-only aside)")
+    lines.append(f"accepted: {n['accepted']} of {n['counted']} warnings and errors ({n['accepted_share']:.0%}, "
+                 f"snapshot-only and {CARD_METADATA} aside); {n['unjudged']} unjudged")
+    return "\n".join(lines)
+
+
+def pins(rows: list[Row]) -> dict[str, list[list[str]]]:
+    """[folder, rule, judgment] of each true and each false finding, once each, sorted."""
+    table = judgments()
+    found: dict[str, set] = {"true": set(), "false": set()}
+    for slug, rule, _, _, key in rows:
+        verdict = verdict_of(key, table)
+        if verdict in found:
+            found[verdict].add((slug, rule, key))
+    return {verdict: [list(p) for p in sorted(found[verdict])] for verdict in ("true", "false")}
+
+
+def write_pins(rows: list[Row]) -> None:
+    data = json.loads(JUDGMENTS.read_text(encoding="utf-8"))
+    data["pins"] = pins(rows)
+    JUDGMENTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    only_unjudged = "--unjudged" in sys.argv[1:]
+    slugs = [a for a in sys.argv[1:] if not a.startswith("--")] or None
+    rows = run(slugs)
+    if "--pin" in sys.argv[1:]:
+        write_pins(rows)
+    table = judgments()
+    if not only_unjudged:
+        print(table_text(rows, len(slugs or community_load.slugs())))
+        print()
+    for slug, rule, severity, message, key in rows:
+        verdict = verdict_of(key, table)
+        if only_unjudged and verdict != "unjudged":
+            continue
+        print(f"{verdict:<9} {slug[:60]:<60} {severity:<7} {rule}: {' '.join(message.split())[:400]}")
+
+
+if __name__ == "__main__":
+    main()
