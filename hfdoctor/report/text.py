@@ -71,7 +71,7 @@ def write_section(console: Console, name: str, body: Any) -> None:
         console.print(f"  {escape(name)}: {escape(', '.join(parts))}", soft_wrap=True)
 
 
-COMPAT_STYLE = {"loads": "green", "caveat": "yellow", "fails": "red"}
+COMPAT_STYLE = {"loads": "green", "caveat": "yellow", "fails": "red", "unknown": "dim"}
 WHY_CHARS = 240
 
 
@@ -82,10 +82,10 @@ def write_compat(console: Console, entries: list[dict[str, str]]) -> None:
     console.print(f"  compat: {statuses}", soft_wrap=True)
     grouped: dict[tuple[str, str], list[str]] = {}  # engines that share a status and a reason share a line
     for e in entries:
-        if e["status"] != "loads":
+        if e["status"] not in ("loads", "unknown"):  # unknown: "not verified" is in --format json
             grouped.setdefault((e["status"], e["why"]), []).append(e["engine"])
     for (status, why), engines in grouped.items():
-        why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS] + "..."
+        why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS].rsplit(" ", 1)[0] + " …"  # never mid-word
         console.print(f"    {escape(', '.join(engines))} {status}: {escape(why)}", soft_wrap=True)
 
 
