@@ -319,7 +319,7 @@ def section(repo: ModelRepo, problems: list[Problem]) -> list[dict[str, str]]:
     engine a `caveat`, never `fails`: the headline never says more than the findings."""
     entries = []
     for engine, label in kb.ENGINES.items():
-        statuses = [(_status(repo, p, engine), p) for p in problems if engine in p.engines]
+        statuses = [(engine_status(repo, p, engine), p) for p in problems if engine in p.engines]
         mine = sorted(statuses, key=lambda sp: -STATUS_ORDER[sp[0]])  # worst first: its reason leads
         if mine:
             status, why = mine[0][0], "; ".join(p.why for _, p in mine)
@@ -331,7 +331,7 @@ def section(repo: ModelRepo, problems: list[Problem]) -> list[dict[str, str]]:
     return entries
 
 
-def _status(repo: ModelRepo, problem: Problem, engine: str) -> str:
+def engine_status(repo: ModelRepo, problem: Problem, engine: str) -> str:
     """The problem's status for the engine, as loud as its finding (hfdoctor.policy lowers a
     finding for engines the repository does not target to info)."""
     status = problem.engines[engine]
