@@ -338,6 +338,8 @@ def test_headline_follows_the_severity_the_repository_targets(copy_upstream):
     folder = copy_upstream("openai--gpt-oss-20b")
     data = json.loads(run_cli("check", str(folder), "--format", "json").stdout)
     assert {e["engine"]: e["status"] for e in data["compat"]}["tgi"] == "caveat"
+    finding = next(f for f in data["findings"] if "only in chat_template.jinja" in f["message"])
+    assert finding["severity"] == "info" and "tgi caveat" in finding["message"] and "fails" not in finding["message"]
     card = folder / "README.md"
     card.write_text(card.read_text() + "\n\nServe it with text-generation-inference (TGI).\n")
     data = json.loads(run_cli("check", str(folder), "--format", "json").stdout)
