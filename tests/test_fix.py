@@ -636,3 +636,40 @@ def test_template_found_in_the_local_hf_cache(tmp_path, monkeypatch):
     code, out = fix_in_process(repo, select=["TPL001"], upstream=Upstream((), use_cache=True, use_hub=False))
     assert code == 0, out
     assert (repo / "tokenizer_config.json").read_bytes() == (QWEN3 / "tokenizer_config.json").read_bytes()
+
+
+# --- the template text diff reads untrusted JSON ------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(old=st.one_of(st.none(), st.binary(max_size=200), JSON_VALUES.map(lambda v: json.dumps(v).encode())),
+       new=st.one_of(st.binary(max_size=200), JSON_VALUES.map(lambda v: json.dumps(v).encode())))
+def test_text_diffs_takes_any_bytes(old, new):
+    """Any two versions of a JSON file (invalid, deep, lone surrogates): only `# ` comment lines
+    (never a line git apply would read as a patch), or nothing; never an exception."""
+    from hfdoctor.report.diff import text_diffs
+
+    for line in text_diffs("x.json", old, new):
+        assert line.startswith("# ") and line.endswith("\n") and "\n" not in line[:-1]
+        line.encode("utf-8")  # printable: no lone surrogate from a "\ud800" escape
+
+
+def test_text_diffs_show_a_changed_template_line_by_line():
+    from hfdoctor.report.diff import text_diffs
+
+    old = json.dumps({"chat_template": "{% for m in messages %}\n{{ m.content }}\n{% endfor %}"}).encode()
+    new = json.dumps({"chat_template": "{% for m in messages %}\n{{ m.content | trim }}\n{% endfor %}"}).encode()
+    lines = text_diffs("tokenizer_config.json", old, new)
+    assert lines[0].startswith("# tokenizer_config.json /chat_template as text")
+    assert "# -{{ m.content }}\n" in lines and "# +{{ m.content | trim }}\n" in lines
+    assert text_diffs("t.json", b'{"eos_token": "a"}', b'{"eos_token": "b"}') == []  # one-line strings: the JSON diff says it
+    surrogate = text_diffs("t.json", b'{"t": "a\\nb"}', b'{"t": "a\\n\\ud800"}')
+    assert "# +\ufffd\n" in surrogate

@@ -21,6 +21,7 @@ from hfdoctor.parsing import ParseError, load_json
 # Strings shown as text: at least this many lines (a template, not a token).
 TEXT_MIN_LINES = 2
 MAX_TEXT_DIFF_LINES = 400  # a readable diff, not a second copy of a 10,000-line template
+SURROGATE = re.compile("[\ud800-\udfff]")  # one character at a time: linear in Python's engine
 
 
 def unified_diff(original: dict[str, bytes | None], changed: dict[str, bytes]) -> str:
@@ -61,7 +62,8 @@ def text_diffs(rel: str, old: bytes | None, new: bytes) -> list[str]:
         out.extend("# " + (line if line.endswith("\n") else line + "\n") for line in shown)
         if len(body) > len(shown):
             out.append(f"# ... {len(body) - len(shown)} more lines of this text diff\n")
-    return out
+    # JSON's "\ud800" escapes give lone surrogates, which no output stream can encode
+    return [SURROGATE.sub("\ufffd", line) for line in out]
 
 
 def _changed_strings(a: Any, b: Any, pointer: str, depth: int = 0) -> Iterator[tuple[str, str, str]]:
