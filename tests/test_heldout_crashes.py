@@ -168,3 +168,24 @@ def test_stderr_is_restored_after_a_contained_panic(capfd):
         os.write(2, b"hidden too\n")
     os.write(2, b"shown\n")
     assert capfd.readouterr().err == "shown\n"
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+ANY_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=()),
+                   max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(added=st.lists(ANY_TEXT.filter(bool), max_size=6), text=ANY_TEXT, at=st.integers(0, 12))
+def test_vocabulary_of_any_added_tokens(added, text, at):
+    """prefix-instability's added-token reader: any token texts (lone surrogates included) and
+    any render: a piece, a boundary and a verdict, never an exception."""
+    from hfdoctor.chat.consistency import Vocabulary
+
+    vocabulary = Vocabulary(tuple(added))
+    at = min(at, len(text))
+    assert isinstance(vocabulary.piece_at(text, at), str)
+    assert 0 <= vocabulary.token_start(text, at) <= at
+    assert isinstance(vocabulary.boundary_is_safe(text[:at], text), bool)
