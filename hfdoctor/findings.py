@@ -155,6 +155,7 @@ class FixResult:
     written: bool
     diff: str | None = None  # the unified diff, when it was asked for
     errors: list[str] = field(default_factory=list)
+    revealed: list[Finding] = field(default_factory=list)  # fixable findings only the fixes revealed: not fixed
 
 
 @dataclass(frozen=True)

@@ -51,11 +51,20 @@ def find_program(name: str, forbidden: list[str | os.PathLike[str]] = ()) -> str
         if any(_inside(real_dir, root) for root in roots):
             continue
         candidate = real_dir / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        if _is_program(candidate):
             real = Path(os.path.realpath(candidate))
             if not any(_inside(real, root) for root in roots):
                 return str(candidate)
     return None
+
+
+def _is_program(path: Path) -> bool:
+    """An executable file; False where it cannot be looked at (a PATH entry inside an
+    unreadable $HOME raises PermissionError from stat)."""
+    try:
+        return path.is_file() and os.access(path, os.X_OK)
+    except OSError:
+        return False
 
 
 def hardened_env(extra: dict[str, str] | None = None) -> dict[str, str]:

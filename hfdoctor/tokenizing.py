@@ -14,7 +14,55 @@ Nothing here imports the rest of hfdoctor.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+
+_STDERR_LOCK = threading.Lock()
+_stderr_state = {"depth": 0, "saved": -1}
+
+
+@contextmanager
+def quiet_rust_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null while the library runs.
+
+    Rust's panic hook writes "thread '...' panicked at ..." and, with RUST_BACKTRACE set,
+    a whole backtrace straight to fd 2, below Python: text from a crafted repository on
+    the user's terminal. The panic's message also comes back in the exception, which is
+    what the finding quotes. Nested and concurrent users share one redirection (the last
+    to leave restores the real stderr); other threads' writes in that window are lost,
+    and the window is one library call.
+    """
+    with _STDERR_LOCK:
+        if _stderr_state["depth"] == 0:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+            try:
+                saved = os.dup(2)
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(devnull, 2)
+                finally:
+                    os.close(devnull)
+            except OSError:  # no fd 2 to redirect: nothing reaches a terminal anyway
+                saved = -1
+            _stderr_state["saved"] = saved
+        _stderr_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _STDERR_LOCK:
+            _stderr_state["depth"] -= 1
+            saved = _stderr_state["saved"]
+            if _stderr_state["depth"] == 0 and saved >= 0:
+                os.dup2(saved, 2)
+                os.close(saved)
+                _stderr_state["saved"] = -1
 
 
 class TokenizerFailed(Exception):
@@ -45,7 +93,8 @@ class SafeTokenizer:
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         try:
-            return fn()
+            with quiet_rust_stderr():
+                return fn()
         except BaseException as err:
             if not _contained(err):
                 raise
@@ -85,13 +134,14 @@ class Splitter:
         """(start, end) of each pre-token in `text`; None when the normalizer changes the text
         (offsets would not be the text's) or the library fails."""
         try:
-            normalizer = self._tokenizer.normalizer
-            if normalizer is not None and normalizer.normalize_str(text) != text:
-                return None
-            pre = self._tokenizer.pre_tokenizer
-            if pre is None:
-                return [(0, len(text))]
-            return [span for _, span in pre.pre_tokenize_str(text)]
+            with quiet_rust_stderr():
+                normalizer = self._tokenizer.normalizer
+                if normalizer is not None and normalizer.normalize_str(text) != text:
+                    return None
+                pre = self._tokenizer.pre_tokenizer
+                if pre is None:
+                    return [(0, len(text))]
+                return [span for _, span in pre.pre_tokenize_str(text)]
         except BaseException as err:
             if not _contained(err):
                 raise
@@ -106,7 +156,8 @@ def load_splitter(tokenizer_json: dict[str, Any]) -> Splitter | None:
              "normalizer": tokenizer_json.get("normalizer"), "pre_tokenizer": tokenizer_json.get("pre_tokenizer"),
              "post_processor": None, "decoder": None, "model": EMPTY_MODEL}
     try:
-        return Splitter(Tokenizer.from_str(json.dumps(light)))
+        with quiet_rust_stderr():
+            return Splitter(Tokenizer.from_str(json.dumps(light)))
     except BaseException as err:
         if not _contained(err):
             raise
@@ -118,7 +169,8 @@ def load_tokenizer(text: str, on_failure: Callable[[str], None]) -> SafeTokenize
     from tokenizers import Tokenizer
 
     try:
-        tokenizer = Tokenizer.from_str(text)
+        with quiet_rust_stderr():
+            tokenizer = Tokenizer.from_str(text)
     except BaseException as err:
         if not _contained(err):
             raise

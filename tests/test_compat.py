@@ -65,7 +65,7 @@ def test_every_upstream_folder_has_a_compat_section(folder):
     report = check_target(str(folder))
     section = report.sections["compat"]
     assert [e["engine"] for e in section] == ENGINES
-    assert all(e["status"] in ("loads", "caveat", "fails") and e["why"] for e in section)
+    assert all(e["status"] in ("loads", "caveat", "fails", "unknown") and e["why"] for e in section)
     expected = set(UPSTREAM_PROBLEMS.get(folder.name, set()))
     if HF_JINJA:
         expected |= HF_JINJA_PROBLEMS.get(folder.name, set())
@@ -73,7 +73,9 @@ def test_every_upstream_folder_has_a_compat_section(folder):
                     "serving-parser-mismatch", "weights-metadata"}
     assert {r for r in codes(report) if r in compat_rules} == expected
     if not expected:
-        assert all(e["status"] == "loads" for e in section if e["engine"] != "mlx-lm"), section
+        # metadata only (the weights are not here): no blocker found, and nothing said to load
+        assert all(e["status"] == "unknown" and "not verified" in e["why"]
+                   for e in section if e["engine"] != "mlx-lm"), section
 
 
 def test_transformers5_checkpoint_is_incompatible_with_4x(smollm2_checkpoint, tmp_path):
@@ -83,7 +85,8 @@ def test_transformers5_checkpoint_is_incompatible_with_4x(smollm2_checkpoint, tm
     assert "rope_theta" not in config and config["rope_parameters"]["rope_theta"] == 100000.0
     report = check_target(str(folder))
     compat = by_engine(report)
-    assert compat["transformers-5"]["status"] == "loads"
+    # metadata only: nothing blocks transformers 5, but without weights it is not said to load
+    assert compat["transformers-5"]["status"] == "unknown" and "no safetensors weights" in compat["transformers-5"]["why"]
     assert compat["transformers-4"]["status"] == "fails"
     assert "silently falls back to the default 10000" in compat["transformers-4"]["why"]
     assert compat["vllm"]["status"] == "caveat" and compat["llama.cpp"]["status"] == "fails"
@@ -100,7 +103,7 @@ def test_transformers5_checkpoint_is_incompatible_with_4x(smollm2_checkpoint, tm
     assert result.returncode == 0, result.stdout + result.stderr
     after = check_target(str(folder))
     assert "consumer-incompatible" not in codes(after)
-    assert all(e["status"] == "loads" for e in after.sections["compat"])
+    assert all(e["status"] == "unknown" for e in after.sections["compat"])  # no blocker left; no weights here
     fixed = json.loads((folder / "config.json").read_text())
     assert fixed["rope_theta"] == 100000.0 and fixed["rope_parameters"] == config["rope_parameters"]
 
@@ -120,7 +123,9 @@ def test_smollm3_is_not_portable_to_minijinja_and_qwen3_is():
     smol = check_target(str(UPSTREAM / "HuggingFaceTB--SmolLM3-3B"))
     portability = [f for f in smol.findings if f.rule == "template-portability"]
     assert any("minijinja" in f.message and "unknown statement generation" in f.message for f in portability)
-    assert by_engine(smol)["tgi"]["status"] == "fails"
+    # SmolLM3's card does not name TGI: the finding is info, so the headline says caveat (never "fails" beside it)
+    assert {str(f.severity) for f in portability if "minijinja" in f.message} == {"info"}
+    assert by_engine(smol)["tgi"]["status"] == "caveat"
 
     qwen = check_target(str(UPSTREAM / "Qwen--Qwen3-8B"))
     assert "template-portability" not in codes(qwen)
@@ -267,9 +272,12 @@ def test_compat_in_json_and_text(copy_upstream):
     out = run_cli("check", str(folder), "--format", "json")
     data = json.loads(out.stdout)
     entries = {e["engine"]: e for e in data["compat"]}
-    assert set(entries) == set(ENGINES) and entries["tgi"]["status"] == "fails"
+    # The card does not name TGI or the leaderboard: the finding is info, so the headline says caveat, not fails
+    assert set(entries) == set(ENGINES) and entries["tgi"]["status"] == "caveat"
+    assert {f["severity"] for f in data["findings"] if "only in chat_template.jinja" in f["message"]} == {"info"}
     text = run_cli("check", str(folder)).stdout
-    assert "compat: transformers-5 loads" in text and "tgi, open-llm-leaderboard fails: the chat template is only" in text
+    assert "compat: transformers-5 unknown" in text
+    assert "tgi, open-llm-leaderboard caveat: the chat template is only" in text
 
 
 def test_template_copied_into_tokenizer_config_changes_nothing_for_transformers(copy_upstream):
@@ -301,3 +309,74 @@ def test_knowledge_tables_have_sources():
         assert set(CONFIG_MAPPING_NAMES) <= set(data["transformers"]["model_type_since"])
     digest = hashlib.sha256(kb.chktxt().encode()).hexdigest()
     assert len(kb.chktxt()) > 100 and digest
+
+
+# --- compat says what it knows (issue 32) ------------------------------------------------------------
+
+
+def test_gguf_only_folder_loads_only_in_llama_cpp(tmp_path):
+    """A folder of GGUF files: llama.cpp's checks ran (the GGUF reads); transformers, mlx-lm,
+    transformers.js and the leaderboard have nothing they load here, so they are unknown."""
+    from gguf_util import write_gguf
+
+    folder = tmp_path / "gguf-only"
+    folder.mkdir()
+    upstream = UPSTREAM / "Qwen--Qwen3-8B"
+    write_gguf(folder / "model.gguf", upstream, (upstream / "chat_template.jinja").read_text()
+               if (upstream / "chat_template.jinja").is_file() else None)
+    compat = by_engine(check_target(str(folder)))
+    assert compat["llama.cpp"]["status"] == "loads", compat["llama.cpp"]
+    for engine in ("mlx-lm", "transformers.js", "open-llm-leaderboard", "transformers-5", "vllm"):
+        assert compat[engine]["status"] == "unknown", compat[engine]
+        assert "not verified" in compat[engine]["why"]
+    assert "GGUF files only" in compat["open-llm-leaderboard"]["why"]
+
+
+def test_headline_follows_the_severity_the_repository_targets(copy_upstream):
+    """The same .jinja-only template: info and `tgi caveat` when the card never names TGI;
+    a warning and `tgi fails` once it does."""
+    folder = copy_upstream("openai--gpt-oss-20b")
+    data = json.loads(run_cli("check", str(folder), "--format", "json").stdout)
+    assert {e["engine"]: e["status"] for e in data["compat"]}["tgi"] == "caveat"
+    finding = next(f for f in data["findings"] if "only in chat_template.jinja" in f["message"])
+    assert finding["severity"] == "info" and "tgi caveat" in finding["message"] and "fails" not in finding["message"]
+    card = folder / "README.md"
+    card.write_text(card.read_text() + "\n\nServe it with text-generation-inference (TGI).\n")
+    data = json.loads(run_cli("check", str(folder), "--format", "json").stdout)
+    assert {e["engine"]: e["status"] for e in data["compat"]}["tgi"] == "fails"
+    assert {f["severity"] for f in data["findings"] if "only in chat_template.jinja" in f["message"]} == {"warning"}
+
+
+def test_no_status_contradicts_the_findings(copy_upstream):
+    """`fails` in the headline only beside a finding above info, on every folder with a problem."""
+    for name in ("openai--gpt-oss-20b", "Qwen--Qwen3-Coder-30B-A3B-Instruct"):
+        data = json.loads(run_cli("check", str(copy_upstream(name)), "--format", "json").stdout)
+        failing = [e for e in data["compat"] if e["status"] == "fails"]
+        loud = [f for f in data["findings"] if f["severity"] in ("error", "warning")]
+        assert not failing or loud, (name, failing)
+
+
+def test_weights_make_loads(tmp_path):
+    """tiny-thinker with its real weights: every check transformers needs ran: loads."""
+    from conftest import ROOT
+
+    report = check_target(str(ROOT / "fixtures" / "tiny-thinker"))
+    compat = by_engine(report)
+    assert compat["transformers-5"]["status"] == "loads", compat["transformers-5"]
+    assert compat["transformers.js"]["status"] == "unknown"
+
+
+def test_seed_incident_tokenizer_is_recognised_by_llama_cpp():
+    """The demo's tokenizer is Qwen3's own (its merges cut to what the converter's check text
+    needs): llama.cpp's converter fingerprint is Qwen's, and the demo shows only the seed's
+    two real problems."""
+    from conftest import ROOT
+    from hfdoctor.compat.assess import compute_chk_hash
+
+    seed = ROOT / "fixtures" / "seed-incident"
+    digest = compute_chk_hash(ModelRepo(str(seed)))
+    assert digest == compute_chk_hash(ModelRepo(str(UPSTREAM / "Qwen--Qwen3-8B")))
+    assert kb.pre_tokenizer_name(digest) == "qwen2"
+    report = check_target(str(seed))
+    assert sorted(f.rule for f in report.findings) == ["base-model-mismatch", "missing-chat-template"]
+    assert "fails" not in {e["status"] for e in report.sections["compat"]}

@@ -151,7 +151,10 @@ def test_diff_writes_nothing_and_prints_a_patch_that_applies(replica, tmp_path):
     before = snapshot(replica)
     proc = run_cli("fix", str(replica), "--diff", "--upstream", str(UPSTREAM))
     assert snapshot(replica) == before, "--diff must not write (not even mtimes)"
-    assert proc.returncode == 1, "the errors are still on disk"
+    # exit 0: the diff fixes every error; the summary ends with one line, not a whole report
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("nothing at or above error would be left"), proc.stderr
+    assert "lineage:" not in proc.stderr and "left after" not in proc.stderr
     patch = proc.stdout
     assert patch.startswith("--- a/README.md\n+++ b/README.md\n")
     assert "-base_model: meta-llama/Meta-Llama-3.1-8B\n+base_model: Qwen/Qwen3-8B\n" in patch
@@ -541,17 +544,83 @@ def test_a_file_changed_since_planning_is_not_overwritten(replica):
     assert (replica / "README.md").read_text() == "edited meanwhile\n"
 
 
-def test_fixes_that_need_another_round_are_applied(tmp_path):
-    """The eos fix can only be computed once a template exists: fix loops until done."""
+def test_a_finding_only_a_fix_reveals_is_named_and_fixed_by_the_next_run(tmp_path):
+    """check shows TPL001 and CARD001 as fixable; the eos problem (TOK004) exists only once a
+    template does. fix fixes exactly what check showed, names TOK004 as revealed (exit 1: an
+    error is left), check then shows it as fixable, and the next fix fixes it."""
     repo = make_seed_replica(tmp_path / "r")
     gen = repo / "generation_config.json"
     data = gen.read_bytes()
     start, end = jsontext.locate(data, "/eos_token_id")
     gen.write_bytes(data[:start] + b"151643" + data[end:])
+    report, _ = check_json(repo)
+    shown = {f["code"] for f in report["findings"] if f["fix"] and f["fix"]["applicability"] == "safe"}
+    assert shown == {"TPL001", "CARD001"}
+
+    preview = run_cli("fix", str(repo), "--diff")
+    assert preview.returncode == 1
+    assert preview.stderr.splitlines()[-1].startswith("would be left at or above error: TOK004 eos-not-end-of-turn")
+    assert "revealed by these fixes" in preview.stderr
+
+    code, out = fix_in_process(repo)
+    fixed = {line.split()[1] for line in out.splitlines() if line.startswith("  fixed")}
+    assert fixed == shown, out
+    assert code == 1 and "revealed by these fixes" in out and "TOK004" in out
+    report, _ = check_json(repo)
+    assert [f["code"] for f in report["findings"] if f["fix"]] == ["TOK004"]
     code, out = fix_in_process(repo)
     assert code == 0, out
-    assert {"TPL001", "CARD001", "TOK004"} <= {line.split()[1] for line in out.splitlines() if line.startswith("  fixed")}
     assert json.loads(gen.read_bytes())["eos_token_id"] == [151643, 151645]
+
+
+def test_fix_fixes_what_check_shows_on_gemma(copy_upstream):
+    """gemma-2b-it: check shows one fixable finding (TOK004); fixing it makes config.json's
+    eos disagree with generation_config.json (CFG004, info), which fix names, not fixes."""
+    repo = copy_upstream("google--gemma-2b-it")
+    for path in repo.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    report, _ = check_json(repo)
+    shown = [f["code"] for f in report["findings"] if f["fix"] and f["fix"]["applicability"] == "safe"]
+    assert shown == ["TOK004"]
+    out = json.loads(run_cli("fix", str(repo), "--format", "json").stdout)
+    assert [f["code"] for f in out["fixes"]["applied"]] == shown
+    assert [f["code"] for f in out["fixes"]["revealed"]] == ["CFG004"]
+    assert json.loads((repo / "config.json").read_text())["eos_token_id"] == 1  # not touched
+
+
+def test_template_fix_diff_shows_the_template_as_text(copy_upstream, tmp_path):
+    """The unsafe copy of chat_template.jinja into tokenizer_config.json: the JSON edit is one
+    escaped line; the diff also shows the template's own lines, commented, and still applies."""
+    repo = copy_upstream("openai--gpt-oss-20b")
+    for path in repo.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    proc = run_cli("fix", str(repo), "--diff", "--unsafe-fixes", "--select", "consumer-incompatible")
+    assert proc.returncode == 0, proc.stderr
+    patch = proc.stdout
+    assert patch.startswith("# tokenizer_config.json /chat_template as text")
+    template = (repo / "chat_template.jinja").read_text()
+    first_lines = [line for line in template.splitlines() if line.strip()][:3]
+    assert all(f"# +{line}\n" in patch for line in first_lines)
+    assert '+  "chat_template": "' in patch  # the exact JSON edit
+    applied = subprocess.run(["git", "apply", "-p1", "-"], input=patch, text=True, cwd=repo, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    assert json.loads((repo / "tokenizer_config.json").read_text())["chat_template"] == template
+
+
+@pytest.mark.parametrize("old_end,new_end", [("", ""), ("", "\n"), ("\n", ""), ("\n", "\n")])
+def test_diff_marks_a_missing_final_newline_and_applies(tmp_path, old_end, new_end):
+    """Every line of the diff ends with a newline (the summary never runs into it), a file
+    without one is marked "\\ No newline at end of file", and git apply gives the new text."""
+    from hfdoctor.report.diff import unified_diff
+
+    old = '{\n  "a": 1,\n  "b": 2\n}' + old_end
+    new = '{\n  "a": 1,\n  "b": 3\n}' + new_end
+    (tmp_path / "x.json").write_text(old)
+    patch = unified_diff({"x.json": old.encode()}, {"x.json": new.encode()})
+    assert patch.endswith("\n") and (("\\ No newline at end of file\n" in patch) == (not old_end or not new_end))
+    applied = subprocess.run(["git", "apply", "-p1", "-"], input=patch, text=True, cwd=tmp_path, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    assert (tmp_path / "x.json").read_text() == new
 
 
 def test_template_found_in_the_local_hf_cache(tmp_path, monkeypatch):
@@ -567,3 +636,40 @@ def test_template_found_in_the_local_hf_cache(tmp_path, monkeypatch):
     code, out = fix_in_process(repo, select=["TPL001"], upstream=Upstream((), use_cache=True, use_hub=False))
     assert code == 0, out
     assert (repo / "tokenizer_config.json").read_bytes() == (QWEN3 / "tokenizer_config.json").read_bytes()
+
+
+# --- the template text diff reads untrusted JSON ------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(old=st.one_of(st.none(), st.binary(max_size=200), JSON_VALUES.map(lambda v: json.dumps(v).encode())),
+       new=st.one_of(st.binary(max_size=200), JSON_VALUES.map(lambda v: json.dumps(v).encode())))
+def test_text_diffs_takes_any_bytes(old, new):
+    """Any two versions of a JSON file (invalid, deep, lone surrogates): only `# ` comment lines
+    (never a line git apply would read as a patch), or nothing; never an exception."""
+    from hfdoctor.report.diff import text_diffs
+
+    for line in text_diffs("x.json", old, new):
+        assert line.startswith("# ") and line.endswith("\n") and "\n" not in line[:-1]
+        line.encode("utf-8")  # printable: no lone surrogate from a "\ud800" escape
+
+
+def test_text_diffs_show_a_changed_template_line_by_line():
+    from hfdoctor.report.diff import text_diffs
+
+    old = json.dumps({"chat_template": "{% for m in messages %}\n{{ m.content }}\n{% endfor %}"}).encode()
+    new = json.dumps({"chat_template": "{% for m in messages %}\n{{ m.content | trim }}\n{% endfor %}"}).encode()
+    lines = text_diffs("tokenizer_config.json", old, new)
+    assert lines[0].startswith("# tokenizer_config.json /chat_template as text")
+    assert "# -{{ m.content }}\n" in lines and "# +{{ m.content | trim }}\n" in lines
+    assert text_diffs("t.json", b'{"eos_token": "a"}', b'{"eos_token": "b"}') == []  # one-line strings: the JSON diff says it
+    surrogate = text_diffs("t.json", b'{"t": "a\\nb"}', b'{"t": "a\\n\\ud800"}')
+    assert "# +\ufffd\n" in surrogate

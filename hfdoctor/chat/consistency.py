@@ -84,6 +84,7 @@ def _reason(earlier: str, later: str, at: int) -> str:
     return "the earlier turn renders differently once the conversation continues"
 
 
+SURROGATE = re.compile("[\ud800-\udfff]")  # one character at a time: linear in Python's engine
 MARKER_SHAPES = patterns.compile(f"{PIPE_MARKER.pattern}|{FULLWIDTH_MARKER.pattern}")
 
 
@@ -108,8 +109,10 @@ class Vocabulary:
         """The added tokens, longest first, as one RE2 alternation (the vocabulary is repository
         data: thousands of tokens, over renders of any length, in linear time)."""
         if self.added:
-            compiled = patterns.compile_large("|".join(patterns.escape(t) for t in
-                                                       sorted(self.added, key=len, reverse=True)))
+            # RE2 takes UTF-8: a token with a lone surrogate (JSON allows "\\ud800") is escaped
+            # as SafePattern reads such text, with each surrogate as U+FFFD.
+            tokens = sorted({SURROGATE.sub("\ufffd", t) for t in self.added}, key=len, reverse=True)
+            compiled = patterns.compile_large("|".join(patterns.escape(t) for t in tokens))
             if compiled is not None:
                 return compiled
         return MARKER_SHAPES  # no tokenizer (or too many tokens for one automaton): marker shapes

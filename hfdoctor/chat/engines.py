@@ -157,7 +157,7 @@ def _collect(engine: str, consumers: tuple[str, ...], messages: list, failure: s
 def node_modules(forbidden: Path | None = None) -> Path | None:
     """Where the user installed @huggingface/jinja: HFDOCTOR_NODE_MODULES (an absolute path),
     else ~/.cache/hfdoctor/node_modules; never inside `forbidden` (the checked repository)."""
-    candidates = [os.environ.get("HFDOCTOR_NODE_MODULES"), str(Path.home() / ".cache" / "hfdoctor" / "node_modules")]
+    candidates = [os.environ.get("HFDOCTOR_NODE_MODULES"), _home_modules()]
     refused = Path(os.path.realpath(forbidden)) if forbidden else None
     for candidate in candidates:
         if not candidate or not os.path.isabs(candidate):
@@ -165,9 +165,20 @@ def node_modules(forbidden: Path | None = None) -> Path | None:
         real = Path(os.path.realpath(candidate))
         if refused is not None and (real == refused or refused in real.parents):
             continue
-        if (real / "@huggingface" / "jinja" / "package.json").is_file():
-            return real
+        try:
+            if (real / "@huggingface" / "jinja" / "package.json").is_file():
+                return real
+        except OSError:  # an unreadable $HOME (PermissionError from stat): not installed there
+            continue
     return None
+
+
+def _home_modules() -> str | None:
+    """~/.cache/hfdoctor/node_modules; None when there is no home directory to name."""
+    try:
+        return str(Path.home() / ".cache" / "hfdoctor" / "node_modules")
+    except (RuntimeError, KeyError):  # no $HOME and no passwd entry
+        return None
 
 
 @dataclass(frozen=True)

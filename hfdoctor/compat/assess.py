@@ -16,12 +16,13 @@ from typing import Any, Callable, Iterator
 from hfdoctor import lineage
 from hfdoctor.compat import knowledge as kb
 from hfdoctor.compat.portability import template_portability
+from hfdoctor.compat.targets import targeted_engines
 from hfdoctor.repo import ModelRepo
 from hfdoctor.tokenizing import TokenizerFailed
 from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import repo_weights
 
-STATUS_ORDER = {"loads": 0, "caveat": 1, "fails": 2}
+STATUS_ORDER = {"loads": 0, "unknown": 0, "caveat": 1, "fails": 2}
 SERVE_FLAG = re.compile(r"--(reasoning|tool-call)-parser(?:[ =]+)['\"]?([A-Za-z0-9_\-]+)")
 
 
@@ -309,15 +310,86 @@ def assess(repo: ModelRepo) -> list[Problem]:
 
 
 def section(repo: ModelRepo, problems: list[Problem]) -> list[dict[str, str]]:
-    """The report's `compat` section: one entry per engine, its worst status and every reason."""
+    """The report's `compat` section: one entry per engine, its worst status and every reason.
+
+    `loads` only where every check hfdoctor has for that engine ran and found nothing;
+    `unknown` where one could not run (no weights to compare, no tokenizer, a GGUF-only
+    folder for a transformers engine): no blocker found is not proof that it loads. A
+    problem whose finding is info (an engine the repository does not target) makes the
+    engine a `caveat`, never `fails`: the headline never says more than the findings."""
     entries = []
     for engine, label in kb.ENGINES.items():
-        # worst first, so the reason for the status leads
-        mine = sorted((p for p in problems if engine in p.engines), key=lambda p: -STATUS_ORDER[p.engines[engine]])
-        status = max((p.engines[engine] for p in mine), key=STATUS_ORDER.__getitem__, default="loads")
-        why = "; ".join(p.why for p in mine) if mine else _loads_why(repo, engine)
+        statuses = [(engine_status(repo, p, engine), p) for p in problems if engine in p.engines]
+        mine = sorted(statuses, key=lambda sp: -STATUS_ORDER[sp[0]])  # worst first: its reason leads
+        if mine:
+            status, why = mine[0][0], "; ".join(p.why for _, p in mine)
+        else:
+            unverified = not_verified(repo, engine)
+            status = "unknown" if unverified else "loads"
+            why = _loads_why(repo, engine) + (f"; not verified: {unverified}" if unverified else "")
         entries.append({"engine": engine, "status": status, "why": why, "what": label})
     return entries
+
+
+def engine_status(repo: ModelRepo, problem: Problem, engine: str) -> str:
+    """The problem's status for the engine, as loud as its finding (hfdoctor.policy lowers a
+    finding for engines the repository does not target to info)."""
+    status = problem.engines[engine]
+    if status != "fails" or problem.severity == "none":
+        return status
+    info = problem.severity == "info" or (problem.audience and not set(problem.audience) & set(targeted_engines(repo)))
+    return "caveat" if info else status
+
+
+# Engines that load a transformers checkpoint (config.json, tokenizer, safetensors).
+TRANSFORMERS_ENGINES = ("transformers-5", "transformers-4", "vllm", "sglang", "tgi", "open-llm-leaderboard")
+
+
+def not_verified(repo: ModelRepo, engine: str) -> str | None:
+    """Why hfdoctor cannot say that `engine` loads this repository (what it would need to
+    check is not there, or the check could not run); None when every check ran."""
+    ggufs = [f for f in repo.files if f.lower().endswith(".gguf")]
+    if engine == "llama.cpp":
+        if ggufs:
+            return None if repo.gguf.headers else "its GGUF files could not be read"
+        if not _has_transformers_files(repo):
+            return "no config.json and no GGUF file: nothing llama.cpp converts or loads"
+        if repo.exists("tokenizer.model") or chk_hash(repo) is not None:
+            return _weights_unverified(repo)
+        return "the converter's pre-tokenizer check applies to byte-level BPE tokenizers, and this is not one"
+    if engine == "transformers.js":
+        if not any(f.startswith("onnx/") and f.endswith(".onnx") for f in repo.files):
+            return "no ONNX weights (onnx/*.onnx), the only weights transformers.js loads"
+        return _template_unverified(repo, engine)
+    if repo.is_adapter:
+        return "a PEFT adapter loads with its base model, which is not checked here"
+    if not _has_transformers_files(repo):
+        return f"no config.json: nothing {kb.ENGINES[engine].split(' (')[0]} loads" + (
+            f" (the folder holds GGUF files only: {ggufs[0]})" if ggufs else "")
+    if engine == "mlx-lm" and kb.mlx_lm_knows(str(repo.config.get("model_type"))) is None:
+        return "hfdoctor has no table of mlx-lm's models"
+    if repo.tokenizer_json is None and not repo.exists("tokenizer.model"):
+        return "no tokenizer.json or tokenizer.model"
+    return _weights_unverified(repo) or (_template_unverified(repo, engine) if engine == "tgi" else None)
+
+
+def _weights_unverified(repo: ModelRepo) -> str | None:
+    if not repo_weights(repo).main_tensors():
+        return "no safetensors weights here to compare with config.json"
+    comparison = compare(repo)
+    if comparison is not None and comparison.loads is None:
+        return f"the weights could not be compared with config.json ({comparison.cannot_verify or 'no model built'})"
+    return None
+
+
+def _template_unverified(repo: ModelRepo, engine: str) -> str | None:
+    if repo.chat_template is None:
+        return None
+    verdict = next((v for v in template_portability(repo, repo.chat_template)
+                    if v.engine == TEMPLATE_ENGINES[engine]), None)
+    if verdict is None or verdict.outcome == "unavailable":
+        return f"the chat template was not rendered in {TEMPLATE_ENGINES[engine]} here"
+    return None
 
 
 TEMPLATE_ENGINES = {"tgi": "minijinja", "transformers.js": "@huggingface/jinja"}

@@ -16,7 +16,8 @@ Exit code of `fix` (CONTRACT.md): 0 when nothing at or above --fail-on is left a
 fixing, 1 when something is, 2 when hfdoctor failed (a rule crashed, a write failed).
 A fixer that changed files does *not* exit 1 by itself: pre-commit already fails a hook
 that modified files, and the contract says fix's 1 means "what is left". With --diff
-nothing is written, so what is left is what is on disk: the exit code is check's.
+nothing is written, and the exit code is what the diff would leave: 0 when it fixes
+every finding at or above --fail-on, 1 when some would be left (named in one line).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from rich.console import Console
 from hfdoctor.findings import FixResult, Severity
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, write_changes
-from hfdoctor.report.diff import unified_diff
+from hfdoctor.report.diff import revealed_line, unified_diff, write_diff_summary
 from hfdoctor.report.json_report import write_fix_json
-from hfdoctor.report.text import Display, write_fix_text
+from hfdoctor.report.text import Display, say, write_fix_text
 
 
 def run_fix(
@@ -53,7 +54,7 @@ def run_fix(
     # plan.after was checked on exactly the bytes that write_changes puts on disk.
     after = plan.after
     if diff:
-        left = plan.before  # nothing is written: what is left is what is on disk
+        left = after  # what would be left once the diff is applied
     else:
         if plan.changed:
             try:
@@ -65,15 +66,19 @@ def run_fix(
         left = after
     after.target = str(target)
     diff_text = unified_diff(plan.original, plan.changed) if diff else None
-    result = FixResult(after, plan.applied, plan.refused, sorted(plan.changed), written, diff_text, errors)
+    result = FixResult(after, plan.applied, plan.refused, sorted(plan.changed), written, diff_text, errors,
+                       plan.revealed if written or diff else [])
     if output_format == "json":
         print(write_fix_json(result))
+    elif diff_text is not None:  # the diff on stdout (pipe it to `git apply`), the summary on stderr
+        console.file.write(diff_text)
+        console.file.flush()
+        write_diff_summary(result, Console(file=sys.stderr, highlight=False, soft_wrap=True), fail_on)
     else:
-        if diff_text is not None:  # the diff on stdout (pipe it to `git apply`), the summary on stderr
-            console.file.write(diff_text)
-            console.file.flush()
-            console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
         write_fix_text(result, console, display)
+        revealed = revealed_line(result)
+        if revealed:
+            say(console, revealed)
     if errors:
         return 2
     worst = left.worst()

@@ -3,10 +3,17 @@
 `plan_fixes` takes the fixes of the findings (safe ones unless --unsafe-fixes) one by
 one: each is applied to the patched text on trial and the repo checked again; a fix
 after which a file it writes has a new finding at or above the one it fixes is refused
-(`_made_worse`). Round after round, because a fix can reveal another finding (a new
-template shows that eos lacks its end-of-turn id). Nothing is written while planning:
-the Plan holds the new bytes of each file and the report `check` will give once they
-are written.
+(`_made_worse`). Round after round, because a fix changes the text the next one edits
+(two fixes of one file are computed on the new text in turn). Nothing is written while
+planning: the Plan holds the new bytes of each file and the report `check` will give
+once they are written.
+
+`fix` fixes exactly the findings `check` (with the same options) shows as fixable. A
+finding that only a fix reveals (a new template shows that eos lacks its end-of-turn
+id; an eos added to generation_config.json now disagrees with config.json) is not
+fixed in the same run: it is what is left, named as revealed, and the next `check`
+shows it as fixable like any other. So what fix does is what check said, and nothing
+is changed that the user was not shown.
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ class Plan:
     applied: list[Finding] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
+    # fixable findings of `after` that `before` did not have: revealed by the fixes, not fixed
+    revealed: list[Finding] = field(default_factory=list)
 
 
 def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upstream=None, unsafe_fixes=False) -> Plan:
@@ -81,13 +90,15 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
     done: set[tuple] = set()
     repo, report = check(changed)
     before = report
+    # What check shows as fixable, by rule and file: only these are fixed.
+    shown = Counter(_key(f) for f in before.findings if _offered(f, unsafe_fixes))
     for _ in range(MAX_PASSES):
         internal.extend(e for e in report.internal_errors if e not in internal)
         current = report  # what check says of `changed` as it stands
         touched: set[str] = set()  # files changed this round: fixes computed before are stale there
         for finding in report.findings:
             fix = finding.fix
-            if fix is None or (fix.applicability is Applicability.UNSAFE and not unsafe_fixes):
+            if fix is None or not _offered(finding, unsafe_fixes) or shown[_key(finding)] <= 0:
                 continue
             key = (finding.code, finding.file, fix.title)
             if key in done:
@@ -106,6 +117,7 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
                 trial_repo, trial_report = check(trial)
                 reason = _made_worse(current, trial_report, finding, files)
             done.add(key)
+            shown[_key(finding)] -= 1
             if reason:
                 refused.append(f"{finding.code} {finding.rule}: {reason}")
                 continue
@@ -120,7 +132,25 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
         repo, report = check(changed)  # what is left, and what the new text reveals
     internal.extend(e for e in report.internal_errors if e not in internal)
     changed = {rel: data for rel, data in changed.items() if data != original.get(rel)}
-    return Plan(root, before, report, {rel: original[rel] for rel in changed}, changed, applied, refused, internal)
+    had = Counter(_key(f) for f in before.findings if _offered(f, unsafe_fixes))
+    revealed = []
+    for finding in report.findings:
+        if _offered(finding, unsafe_fixes):
+            if had[_key(finding)] > 0:
+                had[_key(finding)] -= 1
+            else:
+                revealed.append(finding)
+    return Plan(root, before, report, {rel: original[rel] for rel in changed}, changed, applied, refused, internal,
+                revealed)
+
+
+def _key(finding: Finding) -> tuple:
+    return (finding.code, finding.file)
+
+
+def _offered(finding: Finding, unsafe_fixes: bool) -> bool:
+    """Whether `fix` (with or without --unsafe-fixes) applies this finding's fix, as check counts it."""
+    return finding.fix is not None and (unsafe_fixes or finding.fix.applicability is not Applicability.UNSAFE)
 
 
 def _made_worse(before: Report, after: Report, fixed: Finding, files: set[str]) -> str | None:

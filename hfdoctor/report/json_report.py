@@ -56,6 +56,7 @@ def write_fix_json(result: FixResult) -> str:
         "refused": result.refused,
         "files": result.files,
         "written": result.written,
+        "revealed": [_fix_entry(f) for f in result.revealed],  # fixable only after these fixes: not fixed
     }
     if result.diff is not None:
         out["diff"] = result.diff

@@ -119,7 +119,7 @@ def write_section(console: Console, name: str, body: Any) -> None:
         say(console, f"  {name}: {', '.join(parts)}")
 
 
-COMPAT_STYLE = {"loads": "green", "caveat": "yellow", "fails": "red"}
+COMPAT_STYLE = {"loads": "green", "caveat": "yellow", "fails": "red", "unknown": "dim"}
 WHY_CHARS = 240
 
 
@@ -131,10 +131,10 @@ def write_compat(console: Console, entries: list[dict[str, str]]) -> None:
     say(console, *statuses)
     grouped: dict[tuple[str, str], list[str]] = {}  # engines that share a status and a reason share a line
     for e in entries:
-        if e["status"] != "loads":
+        if e["status"] not in ("loads", "unknown"):  # unknown: "not verified" is in --format json
             grouped.setdefault((e["status"], e["why"]), []).append(e["engine"])
     for (status, why), engines in grouped.items():
-        why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS] + "..."
+        why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS].rsplit(" ", 1)[0] + " …"  # never mid-word
         say(console, f"    {', '.join(engines)} {status}: {why}")
 
 

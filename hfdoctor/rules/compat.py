@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from hfdoctor.compat.assess import Problem, assess
+from hfdoctor.compat.assess import Problem, assess, engine_status
 from hfdoctor.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
@@ -18,7 +18,7 @@ def _findings(repo: ModelRepo, self: Rule, fix_for=None) -> Iterator[Finding]:
     for problem in assess(repo):
         if problem.rule != self.name or problem.severity not in SEVERITIES:
             continue
-        affected = ", ".join(f"{engine} {status}" for engine, status in problem.engines.items())
+        affected = ", ".join(f"{engine} {engine_status(repo, problem, engine)}" for engine in problem.engines)
         yield self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
                            line=problem.data.get("line"), severity=SEVERITIES[problem.severity],
                            fix=fix_for(repo, problem) if fix_for else None,

@@ -75,15 +75,16 @@ def declared(config: dict[str, Any]) -> Declared | None:
     mlx = config.get("quantization")
     if isinstance(mlx, dict) or (isinstance(qc, dict) and "quant_method" not in qc and "bits" in qc):
         block = mlx if isinstance(mlx, dict) else qc
-        overrides = {k: v for k, v in block.items() if isinstance(v, dict)}
+        overrides = {k: {"bits": _int(v.get("bits")), "group_size": _group(v.get("group_size"))}
+                     for k, v in block.items() if isinstance(v, dict)}
         return Declared("mlx", "quantization" if isinstance(mlx, dict) else "quantization_config",
-                        _int(block.get("bits")), _int(block.get("group_size")), overrides=overrides)
+                        _int(block.get("bits")), _group(block.get("group_size")), overrides=overrides)
     if not isinstance(qc, dict):
         return None
     method = str(qc.get("quant_method", "unknown")).lower()
     if method in ("gptq", "awq"):
         return Declared(method, "quantization_config", _int(qc.get("bits", qc.get("w_bit"))),
-                        _int(qc.get("group_size", qc.get("q_group_size"))))
+                        _group(qc.get("group_size", qc.get("q_group_size"))))
     if method == "fp8":
         size = qc.get("weight_block_size")
         block = tuple(size) if isinstance(size, list) and len(size) == 2 and all(map(_int, size)) else None
@@ -95,12 +96,19 @@ def declared(config: dict[str, Any]) -> Declared | None:
         weights = [g.get("weights") for g in (qc.get("config_groups") or {}).values() if isinstance(g, dict)]
         weights = [w for w in weights if isinstance(w, dict)]
         first = weights[0] if weights else {}
-        return Declared(method, "quantization_config", _int(first.get("num_bits")), _int(first.get("group_size")))
+        return Declared(method, "quantization_config", _int(first.get("num_bits")), _group(first.get("group_size")))
     return Declared(method, "quantization_config")
 
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _group(value: Any) -> int | None:
+    """A group size the shapes can be divided by: a positive integer. 0, -1 (GPTQ's "one
+    group per row"), "64" or 64.0 say nothing checkable about the packing: None."""
+    size = _int(value)
+    return size if size is not None and size > 0 else None
 
 
 @dataclass(frozen=True)
@@ -229,7 +237,7 @@ def _mlx_override(decl: Declared | None, prefix: str) -> dict[str, Any] | None:
     """mlx-lm's mixed quantization: per-module {"bits", "group_size"} under the module's name."""
     if decl is None or not decl.overrides:
         return None
-    return decl.overrides.get(prefix) or decl.overrides.get(prefix.removeprefix("model."))
+    return decl.overrides.get(prefix) or decl.overrides.get(prefix.removeprefix("model."))  # values checked by declared()
 
 
 def expected_bits(decl: Declared, module: Module) -> int | None:
