@@ -276,7 +276,7 @@ def test_compat_in_json_and_text(copy_upstream):
     assert set(entries) == set(ENGINES) and entries["tgi"]["status"] == "caveat"
     assert {f["severity"] for f in data["findings"] if "only in chat_template.jinja" in f["message"]} == {"info"}
     text = run_cli("check", str(folder)).stdout
-    assert "compat: transformers-5 unknown" in text
+    assert "compat: caveat: transformers-4, tgi, open-llm-leaderboard; unknown: transformers-5," in text
     assert "tgi, open-llm-leaderboard caveat: the chat template is only" in text
 
 

@@ -124,10 +124,20 @@ WHY_CHARS = 240
 
 
 def write_compat(console: Console, entries: list[dict[str, str]]) -> None:
-    """`compat: transformers-5 loads, vllm caveat, ...`, then why for each engine not plainly loading."""
+    """`compat: fails: tgi; loads: vllm, ...; unknown: ...` (engines grouped by status, worst first),
+    then why for each engine that fails or has a caveat."""
+    by_status: dict[str, list[str]] = {}
+    for e in entries:
+        by_status.setdefault(e["status"], []).append(e["engine"])
     statuses: list[Part] = ["  compat: "]
-    for i, e in enumerate(entries):
-        statuses += [(", " if i else "") + e["engine"] + " ", (e["status"], COMPAT_STYLE.get(e["status"], ""))]
+    if len(by_status) == 1 and len(entries) > 1:
+        (status, engines), = by_status.items()
+        statuses += [f"every engine ({len(engines)}) ", (status, COMPAT_STYLE.get(status, ""))]
+    else:
+        worst_first = ("fails", "caveat", "loads", "unknown")
+        order = [st for st in worst_first if st in by_status] + [st for st in by_status if st not in worst_first]
+        for i, status in enumerate(order):
+            statuses += [("; " if i else ""), (status, COMPAT_STYLE.get(status, "")), ": " + ", ".join(by_status[status])]
     say(console, *statuses)
     grouped: dict[tuple[str, str], list[str]] = {}  # engines that share a status and a reason share a line
     for e in entries:
