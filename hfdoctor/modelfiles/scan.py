@@ -81,11 +81,15 @@ class _Scanner:
             return None
         return data
 
+    def unproven(self, what: str, why: str) -> None:
+        """A bound or unreadable content stopped the scan where a pickle may be."""
+        self.scan.unproven.append(f"{what}: {why}")
+
     def file(self, handle: IO[bytes], name: str, where: str | None, depth: int) -> None:
         """Scan one file (or archive member) by what its content is."""
         what = where or self.scan.file
         if depth > MAX_DEPTH:
-            self.scan.problems.append(f"{what}: archives nested more than {MAX_DEPTH} deep; not scanned")
+            self.unproven(what, f"archives or nested loads more than {MAX_DEPTH} deep; not scanned")
             return
         head = _peek(handle)
         lower = name.lower()
@@ -128,8 +132,8 @@ class _Scanner:
         for entry in entries:
             path = _join(where, entry.name)
             if self.scan.bytes_left <= 0:
-                self.scan.problems.append(f"{path} and the next members: not scanned, the pickles before them already "
-                                          f"hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
+                self.unproven(path, f"this and the next members were not scanned, the pickles before them already "
+                                    f"hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
                 break
             if containers.escapes(entry.name):
                 self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
@@ -143,7 +147,7 @@ class _Scanner:
                 else:
                     self.member(member, entry.name, path, depth)
             except ContainerError as err:
-                self.scan.problems.append(f"{path}: {err}")
+                self.unproven(path, str(err))
 
     @staticmethod
     def _worth_opening(entry: containers.ZipEntry, keras: bool) -> bool:
@@ -159,9 +163,13 @@ class _Scanner:
         head = member.peek(512)[:512] if hasattr(member, "peek") else b""
         if head.startswith((containers.ZIP_LOCAL, sevenzip.SIGNATURE, formats.NPY_MAGIC, formats.HDF5_MAGIC)) or \
                 containers.compression_of(head) or name.lower().endswith((".tar", ".onnx", ".pb")):
-            data = member.read(containers.MAX_MEMBER_BYTES + 1)
-            if len(data) > containers.MAX_MEMBER_BYTES or not self.budget.take(len(data)):
-                self.scan.problems.append(f"{path}: too large to open in memory; not scanned")
+            if depth + 1 > MAX_DEPTH:  # checked before anything is decompressed
+                self.unproven(path, f"archives nested more than {MAX_DEPTH} deep; not scanned")
+                return
+            limit = min(containers.MAX_MEMBER_BYTES, self.scan.in_memory_left)
+            data = member.read(limit + 1)
+            if len(data) > limit or not self.scan.hold(len(data)) or not self.budget.take(len(data)):
+                self.unproven(path, "too large to open in memory (with what this file already holds); not scanned")
                 return
             self.file(io.BytesIO(data), name, path, depth + 1)
         else:
@@ -169,25 +177,40 @@ class _Scanner:
                 self.scan.kind = "pickle"
 
     def seven_zip(self, handle: IO[bytes], where: str | None, depth: int) -> None:
-        data = self.whole(handle, where or self.scan.file)
-        if data is None:
-            return
+        what = where or self.scan.file
         self.scan.kind = "7z" if self.scan.kind == "not-pickle" else self.scan.kind
+
+        def read_at(offset: int, n: int) -> bytes:
+            handle.seek(offset)
+            return handle.read(n)
+
+        handle.seek(0, io.SEEK_END)
+        size = handle.tell()
         try:
-            members = sevenzip.read_7z(data, containers.MAX_MEMBER_BYTES)
+            for member in sevenzip.read_7z(read_at, size, containers.MAX_MEMBER_BYTES, self.scan.hold):
+                self._archived(member, where, depth)
         except ContainerError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: {err}")
-            return
-        for member in members:
-            self._archived(member, where, depth)
+            self.unproven(what, f"{err}; what it holds was not scanned")
 
     def tar(self, handle: IO[bytes], where: str | None, depth: int) -> None:
         self.scan.kind = "tar" if self.scan.kind == "not-pickle" else self.scan.kind
         try:
-            for member in containers.tar_members(handle, containers.MAX_MEMBER_BYTES):
-                self._archived(member, where, depth)
+            for entry in containers.tar_entries(handle):
+                path = _join(where, entry.name)
+                if containers.escapes(entry.name):
+                    self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
+                                                        "its directory (a path traversal)"))
+                if self.scan.bytes_left <= 0:
+                    self.unproven(path, f"this and the next members were not scanned, the pickles before them "
+                                        f"already hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
+                    return
+                member = io.BufferedReader(containers._window(handle, entry.offset, entry.size), 1 << 16)
+                try:
+                    self.member(member, entry.name, path, depth)
+                except ContainerError as err:
+                    self.unproven(path, str(err))
         except ContainerError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: {err}")
+            self.unproven(where or self.scan.file, f"{err}; the members after it were not scanned")
 
     def _archived(self, member: containers.Member, where: str | None, depth: int) -> None:
         path = _join(where, member.name)
@@ -195,22 +218,22 @@ class _Scanner:
             self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
                                                              "its directory (a path traversal)"))
         if member.data is None:
-            self.scan.problems.append(f"{path}: {member.problem}")
+            self.unproven(path, member.problem or "not read")
         elif self.budget.take(len(member.data)):
             self.file(io.BytesIO(member.data), member.name, path, depth + 1)
+        else:
+            self.unproven(path, "the read budget of this check ran out; not scanned")
 
     def decompress(self, handle: IO[bytes], kind: str, name: str, where: str | None, depth: int) -> None:
         what = where or self.scan.file
-        raw = self.whole(handle, what)
-        if raw is None:
-            return
+        limit = min(containers.MAX_MEMBER_BYTES, self.scan.in_memory_left)
         try:
-            data = containers.decompress_stream(kind, raw, containers.MAX_MEMBER_BYTES)
+            data = containers.decompress_stream(kind, handle, limit)
         except ContainerError as err:
-            self.scan.problems.append(f"{what}: {err}")
+            self.unproven(what, str(err))
             return
-        if not self.budget.take(len(data)):
-            self.scan.problems.append(f"{what}: its decompressed content passes the read budget; not scanned")
+        if not self.scan.hold(len(data)) or not self.budget.take(len(data)):
+            self.unproven(what, "its decompressed content passes the read budget; not scanned")
             return
         inner = name.rsplit(".", 1)[0] if name.lower().endswith((".gz", ".bz2", ".xz", ".lzma", ".z")) else name
         self.file(io.BytesIO(data), inner, _join(where, f"({kind})") if where else f"{self.scan.file} ({kind})",
@@ -301,11 +324,19 @@ def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> Pi
         scan.problems.append(f"{rel}: reading it failed part way ({err})")
     except Exception as err:  # noqa: BLE001 - malformed data this reader missed: incomplete, said so
         scan.problems.append(f"{rel}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
-    # What a nested loader unpickles on load is scanned as a file of its own (bounded count).
+    # What a nested loader unpickles on load is scanned as a file of its own (bounded count);
+    # a load inside a load is one level deeper, and the depth is bounded like archives'.
     index = 0
     while index < len(scan.nested):
-        where, blob = scan.nested[index]
-        scanner.file(io.BytesIO(blob), "nested.pt", where, 1)
+        where, blob, nesting = scan.nested[index]
+        scan.nested[index] = (where, b"", nesting)  # scanned once: not kept in memory after
+        scan.nesting = nesting
+        try:
+            scanner.file(io.BytesIO(blob), "nested.pt", where, nesting)
+        except (OSError, ContainerError, Unreadable) as err:
+            scan.unproven.append(f"{where}: {err}")
+        except Exception as err:  # noqa: BLE001 - as above
+            scan.problems.append(f"{where}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
         index += 1
     return scan
 
