@@ -562,17 +562,22 @@ def benign_samples() -> list[Sample]:
 # block or a flushed deflate block of zeros is written once and repeated.
 
 
-def bz2_zeros(blocks: int) -> bytes:
-    """One bz2 stream of `blocks` * 40 MB of zeros, ~50 bytes a block: one block compressed,
-    then its bits repeated (each block is bit-aligned; the stream CRC combines the blocks')."""
-    compressed = bz2.compress(bytes(40 * 2**20), 9)
-    bits = "".join(f"{b:08b}" for b in compressed)
+def bz2_zeros(blocks: int, head: bytes = b"") -> bytes:
+    """One bz2 stream of `head` and then zeros, `blocks` blocks of 40 MB, ~50 bytes a block:
+    each block is compressed once and its bits repeated (blocks are bit-aligned; the stream
+    CRC combines the blocks')."""
     end_marker = f"{0x177245385090:048b}"
-    block = bits[32:bits.rfind(end_marker)]
-    block_crc, combined = int(block[48:80], 2), 0
-    for _ in range(blocks):
-        combined = (((combined << 1) | (combined >> 31)) & 0xFFFFFFFF) ^ block_crc
-    stream = block * blocks + end_marker + f"{combined:032b}"
+
+    def block_bits(data: bytes) -> str:
+        bits = "".join(f"{b:08b}" for b in bz2.compress(data, 9))
+        return bits[32:bits.rfind(end_marker)]  # after "BZh9", up to the end-of-stream marker
+
+    zeros = block_bits(bytes(40 * 2**20))
+    parts = [block_bits(head + bytes(40 * 2**20 - len(head))) if head else zeros] + [zeros] * (blocks - 1)
+    combined = 0
+    for part in parts:
+        combined = (((combined << 1) | (combined >> 31)) & 0xFFFFFFFF) ^ int(part[48:80], 2)
+    stream = "".join(parts) + end_marker + f"{combined:032b}"
     stream += "0" * (-len(stream) % 8)
     return b"BZh9" + int(stream, 2).to_bytes(len(stream) // 8, "big")
 
@@ -618,24 +623,29 @@ def _number7z(n: int) -> bytes:
     return b"\xff" + struct.pack("<Q", n)
 
 
-def seven_zip_folders(payloads: list[bytes], digests_per_folder: int | None = None) -> bytes:
-    """A 7z of one stored (copy) folder per payload, one file each; with `digests_per_folder`,
+def seven_zip_folders(payloads: list[bytes], digests_per_folder: int | None = None,
+                      bz2_folders: tuple[bytes, int, int] | None = None) -> bytes:
+    """A 7z of one stored (copy) folder per payload, one file each. With `digests_per_folder`,
     the substreams info instead declares that many files per folder, all with CRCs (a count
-    the header cannot hold)."""
-    n = len(payloads)
-    folders = b"".join(b"\x01\x01\x00" for _ in payloads)  # one coder: simple, id length 1, copy
+    the header cannot hold). With `bz2_folders` = (stream, unpacked size, count), that many
+    bzip2 folders of that stream come first."""
+    bombs = [] if bz2_folders is None else [bz2_folders] * bz2_folders[2]
+    n = len(bombs) + len(payloads)
+    coders = b"".join(b"\x01\x03\x04\x02\x02" for _ in bombs) + b"".join(b"\x01\x01\x00" for _ in payloads)
+    packed = [b[0] for b in bombs] + payloads
+    unpacked = [b[1] for b in bombs] + [len(p) for p in payloads]
     header = (b"\x01\x04" + b"\x06" + _number7z(0) + _number7z(n) + b"\x09"
-              + b"".join(_number7z(len(p)) for p in payloads) + b"\x00"
-              + b"\x07\x0b" + _number7z(n) + b"\x00" + folders + b"\x0c"
-              + b"".join(_number7z(len(p)) for p in payloads) + b"\x00")
+              + b"".join(_number7z(len(p)) for p in packed) + b"\x00"
+              + b"\x07\x0b" + _number7z(n) + b"\x00" + coders + b"\x0c"
+              + b"".join(_number7z(u) for u in unpacked) + b"\x00")
     if digests_per_folder is not None:
-        header += (b"\x08\x0d" + b"".join(_number7z(digests_per_folder) for _ in payloads) + b"\x0a\x01"
+        header += (b"\x08\x0d" + b"".join(_number7z(digests_per_folder) for _ in range(n)) + b"\x0a\x01"
                    + bytes(64) + b"\x00\x00")
     else:
         header += b"\x08\x00" + b"\x00"
     names = "".join(f"m{i}.pkl\0" for i in range(n)).encode("utf-16-le")
     header += b"\x05" + _number7z(n) + b"\x11" + _number7z(len(names) + 1) + b"\x00" + names + b"\x00" + b"\x00"
-    body = b"".join(payloads)
+    body = b"".join(packed)
     start = struct.pack("<QQI", len(body), len(header), zlib.crc32(header))
     return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + body + header
 
@@ -715,9 +725,12 @@ def hostile_7z_digest_counts(folder: Path) -> tuple[str, str] | None:
 
 
 def hostile_7z_many_folders(folder: Path) -> tuple[str, str] | None:
-    """5,000 folders of one harmless pickle each, the payload in the last one."""
+    """3,000 bzip2 folders of 200 MB of zeros each (50 bytes apiece: 600 GB in 150 KB; each
+    folder used to be decoded in full), then 2,000 folders of a harmless pickle, the payload
+    in the last one."""
     harmless = pickle.dumps({"w": 1}, protocol=2)
-    (folder / "model.7z").write_bytes(seven_zip_folders([harmless] * 4_999 + [reduce_pickle(eval, ("1+1",), 4)]))
+    (folder / "model.7z").write_bytes(seven_zip_folders(
+        [harmless] * 1_999 + [reduce_pickle(eval, ("1+1",), 4)], bz2_folders=(bz2_zeros(5), 5 * 40 * 2**20, 3_000)))
     return ("unsafe-pickle", "error")
 
 
@@ -743,10 +756,12 @@ def hostile_nested_loaders(folder: Path) -> tuple[str, str] | None:
 
 
 def hostile_zip_bz2_member(folder: Path) -> tuple[str, str] | None:
-    """A torch zip whose data.pkl is a bz2 member of 1.6 GB of zeros in 2 KB (one call of the
-    decompressor on 16 KB of it used to return all of it)."""
-    bomb = bz2_zeros(40)
-    (folder / "pytorch_model.bin").write_bytes(zip_raw("archive/data.pkl", zipfile.ZIP_BZIP2, bomb, 0, 40 * 40 * 2**20))
+    """A torch zip whose data.pkl is a bz2 member of 1.6 GB in 2 KB: a pickle whose BINBYTES8
+    claims all of it, then zeros (one call of the decompressor on 16 KB of it used to return
+    all 1.6 GB at once)."""
+    size = 40 * 40 * 2**20
+    bomb = bz2_zeros(40, head=b"\x80\x04\x8e" + struct.pack("<Q", size - 12))
+    (folder / "pytorch_model.bin").write_bytes(zip_raw("archive/data.pkl", zipfile.ZIP_BZIP2, bomb, 0, size))
     return ("unsafe-pickle", "error")
 
 
