@@ -328,6 +328,17 @@ def malicious_pickles() -> list[Sample]:
                         legacy_torch(pickle.dumps({"w": 1}, protocol=2), [call("posix", "system", COMMAND, protocol=2)]),
                         "malicious", ("unsafe-pickle", "error"), "payload in a stream after the storage keys",
                         "issue 20: a second pickle stream in the legacy format"))
+    found.append(Sample("int-base-zero", "model.pkl", b"I0x1\n0" + call("builtins", "eval", "1+1", protocol=2)[2:],
+                        "malicious", ("unsafe-pickle", "error"),
+                        "an INT written 0x1: pickle.load reads it with base 0, pickletools.genops refuses it",
+                        "issue 31: pickle.py load_int (int(data, 0)) and _pickle.c load_int (strtol(s, &end, 0))"))
+    found.append(Sample("legacy-torch-hex-magic", "pytorch_model.bin",
+                        b"L" + hex(0x1950A86A20F9469CFC6C).encode() + b"L\n." + pickle.dumps(1001, protocol=2)
+                        + pickle.dumps({"little_endian": True}, protocol=2) + call("posix", "system", COMMAND, protocol=2)
+                        + pickle.dumps([], protocol=2),
+                        "malicious", ("unsafe-pickle", "error"),
+                        "the legacy magic number as a hex LONG, then the payload in the model pickle",
+                        "issue 31: torch.serialization._legacy_load reads magic, protocol, sys_info, then the model"))
     framed = (b"\x80\x04\x95" + struct.pack("<Q", 10) + short("builtins") + b"\x95" + struct.pack("<Q", 20)
               + short("eval") + b"\x93" + short("1+1") + b"\x85R.")
     found.append(Sample("frame-split", "model.pkl", framed, "malicious", ("unsafe-pickle", "error"),
