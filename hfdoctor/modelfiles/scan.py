@@ -19,8 +19,12 @@ Container tricks are judged as the loader that opens the file would see them:
 - a pickle stored as data (raw bytes, base64 or hex in a string) runs only if something
   unpickles that field later: it is scanned apart and reported, not counted as running.
 
-Everything is read in memory, never extracted, within the file's pickle budget and the
-repository's byte budget and deadline. Scans are cached by content identity (an inode, a
+Everything is read in memory, never extracted, within the file's pickle budget, its
+in-memory allowance (MAX_IN_MEMORY: decompressed streams, nested archives and 7z folders
+together, so nesting cannot multiply it), a depth of MAX_DEPTH (archives and nested loads
+alike), and the repository's byte budget and deadline. Where a bound or unreadable
+container content stops the scan of what holds or may hold a pickle, the scan says so in
+`unproven`, and the file is not proven safe (an error, never a warning). Scans are cached by content identity (an inode, a
 git blob, an LFS object): sixteen hard links to one file are one scan.
 """
 
@@ -320,7 +324,9 @@ def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> Pi
     scanner = _Scanner(scan, budget)
     try:
         scanner.file(handle, os.path.basename(rel), None, 0)
-    except (OSError, ContainerError, Unreadable) as err:
+    except ContainerError as err:  # what the container holds was not read: it may be anything
+        scan.unproven.append(f"{rel}: {err}")
+    except (OSError, Unreadable) as err:
         scan.problems.append(f"{rel}: reading it failed part way ({err})")
     except Exception as err:  # noqa: BLE001 - malformed data this reader missed: incomplete, said so
         scan.problems.append(f"{rel}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
