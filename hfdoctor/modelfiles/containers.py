@@ -246,23 +246,30 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def decompress_stream(kind: str, handle: IO[bytes], limit: int) -> bytes:
-    """The decompressed bytes of a whole compressed file, read as a stream (never whole);
-    ContainerError when it holds more than `limit` bytes or is a bomb: what was not read
-    may hold anything."""
-    handle.seek(0)
-    reader = _Inflating(handle, decompressor_for(kind), limit + 1, kind)
-    chunks, total = [], 0
+def inflating(kind: str, handle: IO[bytes]) -> io.BufferedReader:
+    """A whole compressed file (gzip, zlib, bzip2, xz, lzma), decompressed as it is read: the
+    reader's own bounds (the pickle budget, a member limit) say how much; the ratio cap stops
+    a bomb. ContainerError for a format the standard library cannot decompress."""
+    return io.BufferedReader(_Inflating(handle, decompressor_for(kind), 1 << 62, kind), 1 << 16)
+
+
+ZIP_END = b"PK\x05\x06"
+TAIL = 64 * 1024 + 22  # a zip's end record and the longest comment after it
+
+
+def drain(reader: IO[bytes], limit: int) -> tuple[int, bytes]:
+    """(how many bytes a stream holds, its last TAIL bytes), reading it to its end without
+    keeping it; ContainerError past `limit` bytes."""
+    total, tail = 0, b""
     while True:
         chunk = reader.read(1 << 20)
         if not chunk:
-            break
-        chunks.append(chunk)
+            return total, tail
         total += len(chunk)
         if total > limit:
-            raise ContainerError(f"it decompresses to more than {limit // (1024 * 1024)} MB, more than hfdoctor "
-                                 "holds in memory; what it holds was not scanned")
-    return b"".join(chunks)
+            raise ContainerError(f"it decompresses to more than {limit // (1024 * 1024)} MB; what it holds was not "
+                                 "scanned")
+        tail = (tail + chunk)[-TAIL:]
 
 
 # --- tar -----------------------------------------------------------------------------------------

@@ -49,6 +49,9 @@ MAX_DEPTH = 4
 SCANNER_FAILED = "the scanner stopped on malformed data"
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # the most of one file read whole (ONNX, SavedModel, 7z, HDF5 prefix)
 HDF5_PREFIX = 64 * 1024 * 1024
+# A compressed file that is neither a pickle nor a container at its start is read to its end
+# (kept: its last 64 KB) to see whether a zip closes it; past this, it is not proven safe.
+MAX_DRAIN = 1024 * 1024 * 1024
 # Files a loader may unpickle or execute, by name; anything else is scanned only when its
 # content says it is a pickle or an archive (a polyglot).
 SCANNED_SUFFIXES = (
@@ -165,8 +168,7 @@ class _Scanner:
     def member(self, member: IO[bytes], name: str, path: str, depth: int) -> None:
         """An archive member: containers inside it need a seekable copy; pickles stream."""
         head = member.peek(512)[:512] if hasattr(member, "peek") else b""
-        if head.startswith((containers.ZIP_LOCAL, sevenzip.SIGNATURE, formats.NPY_MAGIC, formats.HDF5_MAGIC)) or \
-                containers.compression_of(head) or name.lower().endswith((".tar", ".onnx", ".pb")):
+        if self._container_head(head, name):
             if depth + 1 > MAX_DEPTH:  # checked before anything is decompressed
                 self.unproven(path, f"archives nested more than {MAX_DEPTH} deep; not scanned")
                 return
@@ -229,19 +231,43 @@ class _Scanner:
             self.unproven(path, "the read budget of this check ran out; not scanned")
 
     def decompress(self, handle: IO[bytes], kind: str, name: str, where: str | None, depth: int) -> None:
-        what = where or self.scan.file
-        limit = min(containers.MAX_MEMBER_BYTES, self.scan.in_memory_left)
-        try:
-            data = containers.decompress_stream(kind, handle, limit)
-        except ContainerError as err:
-            self.unproven(what, str(err))
-            return
-        if not self.scan.hold(len(data)) or not self.budget.take(len(data)):
-            self.unproven(what, "its decompressed content passes the read budget; not scanned")
-            return
+        """A compressed file, decompressed as it is read: a pickle streams (bounded by the
+        pickle budget), a container at its start is held in memory within the file's
+        allowance. Anything else is read to its end first, keeping only its tail: a zip
+        there (zipfile and unzip read an archive from its end) is opened as well."""
         inner = name.rsplit(".", 1)[0] if name.lower().endswith((".gz", ".bz2", ".xz", ".lzma", ".z")) else name
-        self.file(io.BytesIO(data), inner, _join(where, f"({kind})") if where else f"{self.scan.file} ({kind})",
-                  depth + 1)
+        path = _join(where, f"({kind})") if where else f"{self.scan.file} ({kind})"
+        try:
+            handle.seek(0)
+            reader = containers.inflating(kind, handle)
+            head = reader.peek(512)[:512]
+            if head[:1] != b"\x80" and not self._container_head(head, inner):
+                total, tail = containers.drain(reader, MAX_DRAIN)
+                if containers.ZIP_END in tail:
+                    self._decompressed_zip(handle, kind, total, inner, path, depth)
+                    return
+                handle.seek(0)
+                reader = containers.inflating(kind, handle)
+            self.member(reader, inner, path, depth)
+        except ContainerError as err:
+            self.unproven(where or self.scan.file, str(err))
+
+    def _decompressed_zip(self, handle: IO[bytes], kind: str, total: int, inner: str, path: str, depth: int) -> None:
+        if depth + 1 > MAX_DEPTH:
+            self.unproven(path, f"archives nested more than {MAX_DEPTH} deep; not scanned")
+        elif total > min(containers.MAX_MEMBER_BYTES, self.scan.in_memory_left) or not self.scan.hold(total) \
+                or not self.budget.take(total):
+            self.unproven(path, f"a zip archive ends its {total:,} decompressed bytes, more than hfdoctor holds in "
+                                "memory; not scanned")
+        else:
+            handle.seek(0)
+            self.file(io.BytesIO(containers.inflating(kind, handle).read(total)), inner, path, depth + 1)
+
+    @staticmethod
+    def _container_head(head: bytes, name: str) -> bool:
+        return head.startswith((containers.ZIP_LOCAL, sevenzip.SIGNATURE, formats.NPY_MAGIC, formats.HDF5_MAGIC)) or \
+            containers.compression_of(head) is not None or head[257:262] == b"ustar" or \
+            name.lower().endswith((".tar", ".onnx", ".pb"))
 
     def npy(self, handle: IO[bytes], head: bytes, where: str | None) -> None:
         handle.seek(0)
