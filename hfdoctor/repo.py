@@ -285,7 +285,7 @@ class ModelRepo:
     @cached_property
     def gguf(self) -> GgufFiles:
         """The GGUF files' headers (metadata and tensor shapes, never tensor data)."""
-        return read_gguf_files(self.source, [f for f in self.weight_files if f.endswith(".gguf")])
+        return read_gguf_files(self.source, [f for f in self.weight_files if f.endswith(".gguf")], self.budget)
 
     @cached_property
     def gguf_tokenizer(self) -> GgufTokenizer | None:
@@ -422,8 +422,8 @@ class ModelRepo:
             sources.extend(self._templates_in(chat_json, "chat_template.json"))
         if self.tokenizer_config is not None:
             sources.extend(self._templates_in(self.tokenizer_config, "tokenizer_config.json"))
-        for rel, tokenizer in self.gguf.tokenizers.items():  # llama.cpp's: after every file transformers reads
-            sources.extend(TemplateSource(name, rel, key, text) for name, key, text in tokenizer.templates)
+        for rel, templates in self.gguf.templates.items():  # llama.cpp's (a vocabulary or not): after transformers'
+            sources.extend(TemplateSource(name, rel, key, text) for name, key, text in templates)
         return sources
 
     def _templates_in(self, obj: dict[str, Any], rel: str) -> list[TemplateSource]:

@@ -6,8 +6,10 @@
   flag over plain data hide nothing (Python's zipfile refuses all three, torch loads them).
   A member is streamed (a window on the file, or decompressed as it is read), so a torch
   archive's tensor data is never read unless a scan asks for it;
-- tar (legacy torch files, .pth.tar, .tar): members read in memory, never extracted;
-- compressed streams (gzip, bz2, xz/lzma, zlib: joblib's compressors, .pkl.gz, .pt.gz);
+- tar (legacy torch files, .pth.tar, .tar): headers walked here (tarfile's pax parser is a
+  backtracking regex, CVE-2024-6232), members streamed as windows, never extracted;
+- compressed streams (gzip, bz2, xz/lzma, zlib: joblib's compressors, .pkl.gz, .pt.gz),
+  decompressed as they are read, a bounded step at a time, with a ratio cap (bombs);
 - 7z: a minimal reader for what 7-Zip and py7zr write (LZMA, LZMA2, copy, one BCJ filter is
   refused), in hfdoctor.modelfiles.sevenzip.
 
@@ -22,7 +24,6 @@ import bz2
 import io
 import lzma
 import struct
-import tarfile
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -105,32 +106,95 @@ def _window(handle: IO[bytes], start: int, size: int) -> ByteRange:
     return ByteRange(read_at, size)
 
 
-class _Inflating(io.RawIOBase):
-    """A compressed member, decompressed as it is read (never more than `limit` bytes out)."""
+# A decompression bomb: past RATIO_FLOOR bytes out, more than MAX_RATIO bytes out per byte
+# in. Real pickles, torch archives and joblib files compress 2-20x; zeros compress 1000x
+# (deflate) to a million times (bz2), and only bombs hold nothing but zeros.
+MAX_RATIO = 1000
+RATIO_FLOOR = 16 * 1024 * 1024
+_STEP = 1 << 16  # bytes out per decompressor call: a bomb never expands past this at once
+_MULTI_MAGIC = {"gzip": GZIP, "bzip2": BZIP2, "xz": XZ}  # formats whose readers go on to the next stream
 
-    def __init__(self, raw: IO[bytes], decompressor, limit: int):
-        self.raw, self.decompressor, self.left, self.buffer, self.done = raw, decompressor, limit, b"", False
+
+def decompressor_for(kind: str):
+    if kind == "gzip":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if kind in ("zlib", "deflate-zlib"):
+        return zlib.decompressobj()
+    if kind == "deflate":
+        return zlib.decompressobj(-15)
+    if kind == "bzip2":
+        return bz2.BZ2Decompressor()
+    if kind in ("xz", "lzma"):
+        return lzma.LZMADecompressor(lzma.FORMAT_XZ if kind == "xz" else lzma.FORMAT_ALONE)
+    raise ContainerError(f"it is {kind}-compressed, which hfdoctor does not decompress (no {kind} in the standard "
+                         "library): what it holds was not scanned")
+
+
+class _Inflating(io.RawIOBase):
+    """A compressed stream, decompressed as it is read: at most `_STEP` bytes per call of the
+    decompressor (so one call of a bz2 bomb cannot expand 16 KB to gigabytes), never more than
+    `limit` bytes in all, and never more than MAX_RATIO times what it read (a bomb). gzip, bz2
+    and xz go on to a following stream, as gzip.open, bz2.open and lzma.open do.
+    `truncated` says it stopped at a bound rather than at the end of the data."""
+
+    def __init__(self, raw: IO[bytes], decompressor, limit: int, kind: str | None = None):
+        self.raw, self.decompressor, self.left, self.kind = raw, decompressor, limit, kind
+        self.buffer, self.done, self.tail = b"", False, b""
+        self.consumed, self.produced, self.truncated = 0, 0, False
 
     def readable(self) -> bool:
         return True
 
+    def _wants_input(self) -> bool:
+        if isinstance(self.decompressor, type(zlib.decompressobj())):
+            return not self.tail
+        return getattr(self.decompressor, "needs_input", True)
+
+    def _next_stream(self) -> bool:
+        """At the end of one stream: start the next one when the format chains them."""
+        rest = self.decompressor.unused_data + self.tail
+        self.tail = b""
+        if not rest:
+            rest = self.raw.read(1 << 14)
+            self.consumed += len(rest)
+        magic = _MULTI_MAGIC.get(self.kind or "")
+        if magic is None or not rest.startswith(magic):
+            return False
+        self.decompressor = decompressor_for(self.kind)
+        self.tail = rest
+        return True
+
+    def _pull(self) -> bytes:
+        zlib_like = isinstance(self.decompressor, type(zlib.decompressobj()))
+        if self._wants_input() and not self.tail:
+            chunk = self.raw.read(1 << 14)
+            self.consumed += len(chunk)
+            if not chunk:
+                self.done = True
+                return self.decompressor.flush() if zlib_like else b""
+        else:
+            chunk, self.tail = self.tail, b""
+        out = self.decompressor.decompress(chunk, _STEP)
+        if zlib_like:
+            self.tail = self.decompressor.unconsumed_tail
+        if getattr(self.decompressor, "eof", False) and not self._next_stream():
+            self.done = True
+        return out
+
     def readinto(self, buffer) -> int:
         while not self.buffer and not self.done:
-            chunk = self.raw.read(1 << 14)  # 16 KB in: even a deflate bomb gives ~17 MB out
             try:
-                if chunk:
-                    out = self.decompressor.decompress(chunk)
-                else:
-                    out = self.decompressor.flush() if hasattr(self.decompressor, "flush") else b""
-                    self.done = True
+                out = self._pull()
             except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as err:
                 raise ContainerError(f"it cannot be decompressed: {err}") from None
+            self.produced += len(out)
+            if self.produced > RATIO_FLOOR and self.produced > MAX_RATIO * max(1, self.consumed):
+                raise ContainerError(f"it decompresses more than {MAX_RATIO} times its size (a decompression "
+                                     "bomb); what it holds was not scanned")
             if len(out) >= self.left:
-                out, self.done = out[:self.left], True
+                out, self.done, self.truncated = out[:self.left], True, True
             self.left -= len(out)
             self.buffer = out
-            if getattr(self.decompressor, "eof", False):
-                self.done = True
         n = min(len(buffer), len(self.buffer))
         buffer[:n], self.buffer = self.buffer[:n], self.buffer[n:]
         return n
@@ -163,14 +227,6 @@ def open_entry(handle: IO[bytes], entry: ZipEntry) -> IO[bytes]:
     return io.BufferedReader(_Inflating(window, decompressor, MAX_MEMBER_BYTES), 1 << 16)
 
 
-def _bounded(decompressor, raw: bytes, limit: int) -> bytes:
-    """Decompress at most `limit` bytes (a bomb stops there), turning failures into ContainerError."""
-    try:
-        return decompressor.decompress(raw, limit)
-    except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as err:
-        raise ContainerError(f"it cannot be decompressed: {err}") from None
-
-
 # --- compressed streams -----------------------------------------------------------------------------
 
 
@@ -190,18 +246,30 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
-def decompress_stream(kind: str, raw: bytes, limit: int) -> bytes:
-    """The decompressed bytes of a whole compressed file (at most `limit`)."""
-    if kind == "gzip":
-        return _bounded(zlib.decompressobj(16 + zlib.MAX_WBITS), raw, limit)
-    if kind == "zlib":
-        return _bounded(zlib.decompressobj(), raw, limit)
-    if kind == "bzip2":
-        return _bounded(bz2.BZ2Decompressor(), raw, limit)
-    if kind in ("xz", "lzma"):
-        return _bounded(lzma.LZMADecompressor(lzma.FORMAT_XZ if kind == "xz" else lzma.FORMAT_ALONE), raw, limit)
-    raise ContainerError(f"it is {kind}-compressed, which hfdoctor does not decompress (no {kind} in the standard "
-                         "library): what it holds was not scanned")
+def inflating(kind: str, handle: IO[bytes]) -> io.BufferedReader:
+    """A whole compressed file (gzip, zlib, bzip2, xz, lzma), decompressed as it is read: the
+    reader's own bounds (the pickle budget, a member limit) say how much; the ratio cap stops
+    a bomb. ContainerError for a format the standard library cannot decompress."""
+    return io.BufferedReader(_Inflating(handle, decompressor_for(kind), 1 << 62, kind), 1 << 16)
+
+
+ZIP_END = b"PK\x05\x06"
+TAIL = 64 * 1024 + 22  # a zip's end record and the longest comment after it
+
+
+def drain(reader: IO[bytes], limit: int) -> tuple[int, bytes]:
+    """(how many bytes a stream holds, its last TAIL bytes), reading it to its end without
+    keeping it; ContainerError past `limit` bytes."""
+    total, tail = 0, b""
+    while True:
+        chunk = reader.read(1 << 20)
+        if not chunk:
+            return total, tail
+        total += len(chunk)
+        if total > limit:
+            raise ContainerError(f"it decompresses to more than {limit // (1024 * 1024)} MB; what it holds was not "
+                                 "scanned")
+        tail = (tail + chunk)[-TAIL:]
 
 
 # --- tar -----------------------------------------------------------------------------------------
@@ -213,38 +281,99 @@ def is_tar(handle: IO[bytes]) -> bool:
     return len(block) == 512 and block[257:262] == b"ustar"
 
 
-def tar_members(handle: IO[bytes], limit: int) -> Iterator[Member]:
-    """The regular members of a tar archive, read in memory (up to `limit` each)."""
-    handle.seek(0)
-    try:
-        archive = tarfile.open(fileobj=handle, mode="r:")
-    except (tarfile.TarError, OSError, EOFError, ValueError) as err:
-        raise ContainerError(f"the tar archive is damaged: {err}") from None
-    count = 0
-    try:
-        while True:
-            try:
-                info = archive.next()
-            except (tarfile.TarError, OSError, EOFError, ValueError) as err:
-                yield Member("(the rest of the archive)", None, f"the tar archive is damaged: {err}")
-                return
-            if info is None:
-                return
-            count += 1
-            if count > MAX_MEMBERS:
-                yield Member("(the rest of the archive)", None, "more members than hfdoctor opens")
-                return
-            if not info.isreg():
-                continue
-            if info.size > min(limit, MAX_MEMBER_BYTES):
-                yield Member(info.name, None, f"it is {info.size:,} bytes, more than hfdoctor reads")
-                continue
-            try:
-                extracted = archive.extractfile(info)
-                data = extracted.read(info.size) if extracted is not None else b""
-            except (tarfile.TarError, OSError, EOFError, ValueError) as err:
-                yield Member(info.name, None, f"the tar archive is damaged: {err}")
-                return
-            yield Member(info.name, data)
-    finally:
-        archive.close()
+MAX_PAX_BYTES = 1024 * 1024  # a pax or GNU long-name header: real ones are a few hundred bytes
+_TAR_REGULAR = (b"0", b"\0", b"7")
+
+
+@dataclass(frozen=True)
+class TarEntry:
+    name: str
+    offset: int  # where its data starts in the archive
+    size: int
+
+
+def _tar_number(field: bytes) -> int | None:
+    """A ustar number: octal text, or GNU base-256 (the first byte's high bit set)."""
+    if field[:1] and field[0] & 0x80:
+        value = int.from_bytes(field[1:], "big")
+        return value if field[0] == 0x80 else None  # negative (0xff): no real size
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if not text:
+        return 0
+    if not all(48 <= c <= 55 for c in text):
+        return None
+    return int(text, 8)
+
+
+def _tar_checksum_ok(block: bytes) -> bool:
+    stored = _tar_number(block[148:156])
+    unsigned = sum(block[:148]) + 8 * 32 + sum(block[156:])
+    signed = unsigned - 2 * (sum(c for c in block[:148] if c > 127) + sum(c for c in block[156:] if c > 127))
+    return stored is not None and stored in (unsigned, signed)
+
+
+def pax_records(data: bytes) -> dict[str, str]:
+    """The records of a pax extended header (`<length> <key>=<value>\n` each), read in one
+    linear pass. tarfile parses them with regular expressions that backtrack (a header of
+    digits takes minutes: CVE-2024-6232); like tarfile, the records end at the first one
+    that is malformed, and the archive goes on."""
+    records, at = {}, 0
+    while at < len(data):
+        space = data.find(b" ", at, at + 20)
+        digits = data[at:space] if space > at else b""
+        if not digits.isdigit():
+            break
+        end = at + int(digits)
+        if end <= space + 1 or end > len(data) or data[end - 1:end] != b"\n":
+            break
+        key, equals, value = data[space + 1:end - 1].partition(b"=")
+        if not equals:
+            break
+        records[key.decode("utf-8", "replace")] = value.decode("utf-8", "surrogateescape")
+        at = end
+    return records
+
+
+def tar_entries(handle: IO[bytes]) -> Iterator[TarEntry]:
+    """The regular members of a tar archive (ustar, pax and GNU long names), found by walking
+    the 512-byte headers; nothing is read but the headers (and pax/long-name bodies, bounded).
+    Like tarfile (which torch's legacy loader uses), the archive ends at two zero blocks or at
+    the first header that is not valid; ContainerError for what no reader can go past."""
+    handle.seek(0, io.SEEK_END)
+    total = handle.tell()
+    at, count, pax, long_name = 0, 0, {}, None
+    while at + 512 <= total:
+        handle.seek(at)
+        block = handle.read(512)
+        if len(block) < 512 or block == bytes(512) or not _tar_checksum_ok(block):
+            return
+        count += 1
+        if count > MAX_MEMBERS:
+            raise ContainerError(f"the tar archive has more than {MAX_MEMBERS:,} members, more than hfdoctor opens")
+        size = _tar_number(block[124:136])
+        if size is None:
+            raise ContainerError("a tar header has a size that is not a number")
+        kind = block[156:157]
+        data_at = at + 512
+        if kind in (b"x", b"g", b"L", b"K"):
+            if size > MAX_PAX_BYTES:
+                raise ContainerError(f"a tar extended header of {size:,} bytes, more than hfdoctor reads")
+            body = handle.read(size)
+            if kind == b"x":
+                pax = pax_records(body)
+            elif kind == b"L":
+                long_name = body.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        else:
+            if "size" in pax:
+                if not pax["size"].isdigit():
+                    raise ContainerError("a pax header gives a size that is not a number")
+                size = int(pax["size"])
+            if kind in _TAR_REGULAR:
+                name = pax.get("path") or long_name
+                if name is None:
+                    prefix = block[345:500].split(b"\0", 1)[0] if block[257:262] == b"ustar" else b""
+                    raw = block[:100].split(b"\0", 1)[0]
+                    name = (prefix + b"/" + raw if prefix else raw).decode("utf-8", "surrogateescape")
+                yield TarEntry(name, data_at, min(size, max(0, total - data_at)))
+            pax, long_name = {}, None
+        at = data_at + (size + 511) // 512 * 512

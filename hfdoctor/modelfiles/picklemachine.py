@@ -2,8 +2,9 @@
 
 Loading a pickle (torch.load with weights_only=False, pickle.load, joblib) calls whatever
 callables the pickle names, so a model file can run `os.system` on load. Like the Hub's
-picklescan and modelscan, the opcodes are walked with `pickletools.genops`, never
-executed. Unlike a look-back heuristic, the machine's stack and memo are run abstractly,
+picklescan and modelscan, the opcodes are walked, never executed; their arguments are
+decoded as the unpickler decodes them (hfdoctor.modelfiles.opcodes), not as pickletools.genops
+does. Unlike a look-back heuristic, the machine's stack and memo are run abstractly,
 so STACK_GLOBAL operands are resolved exactly even when they come from the memo or sit
 behind other values, and every call is known with its arguments:
 
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from hfdoctor.modelfiles.allowlist import UNRESOLVED, classify
+from hfdoctor.modelfiles.containers import ContainerError
+from hfdoctor.modelfiles.opcodes import ops
 from hfdoctor.modelfiles.result import MAX_OPCODES, MAX_SCAN_BYTES, Call, Import, PickleScan
 
 # Legacy torch files hold 5 pickles; a few more are scanned, stopping at the first bytes
@@ -207,7 +210,10 @@ class _Machine:
         if verdict == "nested":
             blob = next((v.data for v in arg_values or [] if v.data is not None), None)
             if blob is not None and len(self.scan.nested) < MAX_NESTED:
-                self.scan.nested.append((f"{self.where()} → {fn.text}(…)", blob))
+                self.scan.nested.append((f"{self.where()} → {fn.text}(…)", blob, self.scan.nesting + 1))
+            elif blob is not None:
+                self.scan.unproven.append(f"{self.where()}: more than {MAX_NESTED} nested loads; the rest were not "
+                                          "scanned")
             elif blob is None:  # the argument is not bytes we can read: what it loads is unknown
                 self.scan.record(Call(text, ".".join(fn.origin), self.member))
         elif verdict is not None and verdict != "safe":
@@ -397,8 +403,6 @@ def _tuple(items: list[_Value]) -> _Value:
 
 
 _OPCODES = {op.name: op for op in pickletools.opcodes}
-
-
 @dataclass
 class _Walk:
     imports: list[tuple[str, str]]
@@ -413,7 +417,7 @@ def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Wal
     machine = _Machine(member, scan, stream)
     count = 0
     try:
-        for count, (opcode, arg, _pos) in enumerate(pickletools.genops(stream)):
+        for count, (opcode, arg) in enumerate(ops(stream)):
             if opcode.name == "STOP":
                 scan.opcodes_left -= count
                 return _Walk(machine.imports, True)
@@ -425,7 +429,10 @@ def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Wal
     except ScanLimit as limit:
         scan.opcodes_left = max(0, scan.opcodes_left - count)
         return _Walk(machine.imports, False, str(limit), limited=True, opcodes=count)
-    except Exception as err:  # genops raises ValueError and friends on bytes that are not a pickle
+    except ContainerError as err:  # a compressed member that cannot be read on (a bomb): unknown, whatever it is
+        scan.opcodes_left = max(0, scan.opcodes_left - count)
+        return _Walk(machine.imports, False, str(err), limited=True, opcodes=max(count, 65))
+    except Exception as err:  # Refused, and pickletools' readers' ValueError on bytes that are not a pickle
         scan.opcodes_left = max(0, scan.opcodes_left - count)
         return _Walk(machine.imports, False, f"{type(err).__name__}: {err}")
     return _Walk(machine.imports, False, "the pickle ends without STOP (truncated)")
@@ -457,8 +464,10 @@ def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
                 # not something pickle.load would run.
                 if not walk.imports and first != b"\x80" and not (walk.limited and walk.opcodes > 64):
                     return False
-                scan.problems.append(f"{where}{walk.problem}")
-            elif walk.imports or walk.limited:
+                (scan.unproven if walk.limited else scan.problems).append(f"{where}{walk.problem}")
+            elif walk.limited:  # a bound stopped the walk: what follows may run anything
+                scan.unproven.append(f"{where}{walk.problem}")
+            elif walk.imports:
                 # A broken later pickle that imports before breaking: loaders run what comes
                 # before the break, so what we found counts and the scan is incomplete.
                 scan.problems.append(f"{where}{walk.problem}")

@@ -12,6 +12,9 @@ MAX_SCAN_BYTES = 64 * 1024 * 1024
 # 64 MB of one-byte opcodes would take a minute of Python.
 MAX_OPCODES = 2_000_000
 MAX_CALLS = 32
+# Decompressed or copied bytes of one file held in memory for the containers inside it
+# (a .pt.gz, a zip in a zip, a 7z folder), all of them together: nesting cannot multiply it.
+MAX_IN_MEMORY = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -43,11 +46,16 @@ class PickleScan:
     kind: str  # pickle | zip | tar | numpy | not-pickle | ...
     imports: list[Import] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # why the scan may be incomplete
+    # Where a bound (bytes, opcodes, time, depth, size, ratio) or unreadable container content
+    # stopped the scan of what holds or may hold a pickle: the file is not proven safe.
+    unproven: list[str] = field(default_factory=list)
+    in_memory_left: int = MAX_IN_MEMORY
+    nesting: int = 0  # how many nested loads (_load_from_bytes) deep the walk now is
     bytes_left: int = MAX_SCAN_BYTES  # of the file's read budget
     opcodes_left: int = MAX_OPCODES
     calls: list[Call] = field(default_factory=list)  # the first MAX_CALLS unsafe calls, in order
-    # bytes a nested loader unpickles on load: (where, data)
-    nested: list[tuple[str, bytes]] = field(default_factory=list)
+    # bytes a nested loader unpickles on load: (where, data, how many loads deep)
+    nested: list[tuple[str, bytes, int]] = field(default_factory=list)
     # pickles stored as data (raw, base64 or hex): (where, data); loading does not run them
     embedded: list[tuple[str, bytes]] = field(default_factory=list)
     # what the file's format itself runs or reaches (Keras Lambda layers, ONNX paths, PyFunc
@@ -58,6 +66,14 @@ class PickleScan:
     def record(self, call: Call) -> None:
         if len(self.calls) < MAX_CALLS:
             self.calls.append(call)
+
+    def hold(self, nbytes: int) -> bool:
+        """Charge `nbytes` held in memory against the file's allowance; False when over."""
+        if nbytes > self.in_memory_left:
+            self.in_memory_left = 0
+            return False
+        self.in_memory_left -= nbytes
+        return True
 
     def by_verdict(self, verdict: str) -> list[Import]:
         seen: dict[str, Import] = {}

@@ -19,8 +19,12 @@ Container tricks are judged as the loader that opens the file would see them:
 - a pickle stored as data (raw bytes, base64 or hex in a string) runs only if something
   unpickles that field later: it is scanned apart and reported, not counted as running.
 
-Everything is read in memory, never extracted, within the file's pickle budget and the
-repository's byte budget and deadline. Scans are cached by content identity (an inode, a
+Everything is read in memory, never extracted, within the file's pickle budget, its
+in-memory allowance (MAX_IN_MEMORY: decompressed streams, nested archives and 7z folders
+together, so nesting cannot multiply it), a depth of MAX_DEPTH (archives and nested loads
+alike), and the repository's byte budget and deadline. Where a bound or unreadable
+container content stops the scan of what holds or may hold a pickle, the scan says so in
+`unproven`, and the file is not proven safe (an error, never a warning). Scans are cached by content identity (an inode, a
 git blob, an LFS object): sixteen hard links to one file are one scan.
 """
 
@@ -45,6 +49,9 @@ MAX_DEPTH = 4
 SCANNER_FAILED = "the scanner stopped on malformed data"
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # the most of one file read whole (ONNX, SavedModel, 7z, HDF5 prefix)
 HDF5_PREFIX = 64 * 1024 * 1024
+# A compressed file that is neither a pickle nor a container at its start is read to its end
+# (kept: its last 64 KB) to see whether a zip closes it; past this, it is not proven safe.
+MAX_DRAIN = 1024 * 1024 * 1024
 # Files a loader may unpickle or execute, by name; anything else is scanned only when its
 # content says it is a pickle or an archive (a polyglot).
 SCANNED_SUFFIXES = (
@@ -81,11 +88,15 @@ class _Scanner:
             return None
         return data
 
+    def unproven(self, what: str, why: str) -> None:
+        """A bound or unreadable content stopped the scan where a pickle may be."""
+        self.scan.unproven.append(f"{what}: {why}")
+
     def file(self, handle: IO[bytes], name: str, where: str | None, depth: int) -> None:
         """Scan one file (or archive member) by what its content is."""
         what = where or self.scan.file
         if depth > MAX_DEPTH:
-            self.scan.problems.append(f"{what}: archives nested more than {MAX_DEPTH} deep; not scanned")
+            self.unproven(what, f"archives or nested loads more than {MAX_DEPTH} deep; not scanned")
             return
         head = _peek(handle)
         lower = name.lower()
@@ -128,8 +139,8 @@ class _Scanner:
         for entry in entries:
             path = _join(where, entry.name)
             if self.scan.bytes_left <= 0:
-                self.scan.problems.append(f"{path} and the next members: not scanned, the pickles before them already "
-                                          f"hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
+                self.unproven(path, f"this and the next members were not scanned, the pickles before them already "
+                                    f"hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
                 break
             if containers.escapes(entry.name):
                 self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
@@ -143,7 +154,7 @@ class _Scanner:
                 else:
                     self.member(member, entry.name, path, depth)
             except ContainerError as err:
-                self.scan.problems.append(f"{path}: {err}")
+                self.unproven(path, str(err))
 
     @staticmethod
     def _worth_opening(entry: containers.ZipEntry, keras: bool) -> bool:
@@ -157,11 +168,14 @@ class _Scanner:
     def member(self, member: IO[bytes], name: str, path: str, depth: int) -> None:
         """An archive member: containers inside it need a seekable copy; pickles stream."""
         head = member.peek(512)[:512] if hasattr(member, "peek") else b""
-        if head.startswith((containers.ZIP_LOCAL, sevenzip.SIGNATURE, formats.NPY_MAGIC, formats.HDF5_MAGIC)) or \
-                containers.compression_of(head) or name.lower().endswith((".tar", ".onnx", ".pb")):
-            data = member.read(containers.MAX_MEMBER_BYTES + 1)
-            if len(data) > containers.MAX_MEMBER_BYTES or not self.budget.take(len(data)):
-                self.scan.problems.append(f"{path}: too large to open in memory; not scanned")
+        if self._container_head(head, name):
+            if depth + 1 > MAX_DEPTH:  # checked before anything is decompressed
+                self.unproven(path, f"archives nested more than {MAX_DEPTH} deep; not scanned")
+                return
+            limit = min(containers.MAX_MEMBER_BYTES, self.scan.in_memory_left)
+            data = member.read(limit + 1)
+            if len(data) > limit or not self.scan.hold(len(data)) or not self.budget.take(len(data)):
+                self.unproven(path, "too large to open in memory (with what this file already holds); not scanned")
                 return
             self.file(io.BytesIO(data), name, path, depth + 1)
         else:
@@ -169,25 +183,40 @@ class _Scanner:
                 self.scan.kind = "pickle"
 
     def seven_zip(self, handle: IO[bytes], where: str | None, depth: int) -> None:
-        data = self.whole(handle, where or self.scan.file)
-        if data is None:
-            return
+        what = where or self.scan.file
         self.scan.kind = "7z" if self.scan.kind == "not-pickle" else self.scan.kind
+
+        def read_at(offset: int, n: int) -> bytes:
+            handle.seek(offset)
+            return handle.read(n)
+
+        handle.seek(0, io.SEEK_END)
+        size = handle.tell()
         try:
-            members = sevenzip.read_7z(data, containers.MAX_MEMBER_BYTES)
+            for member in sevenzip.read_7z(read_at, size, containers.MAX_MEMBER_BYTES, self.scan.hold):
+                self._archived(member, where, depth)
         except ContainerError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: {err}")
-            return
-        for member in members:
-            self._archived(member, where, depth)
+            self.unproven(what, f"{err}; what it holds was not scanned")
 
     def tar(self, handle: IO[bytes], where: str | None, depth: int) -> None:
         self.scan.kind = "tar" if self.scan.kind == "not-pickle" else self.scan.kind
         try:
-            for member in containers.tar_members(handle, containers.MAX_MEMBER_BYTES):
-                self._archived(member, where, depth)
+            for entry in containers.tar_entries(handle):
+                path = _join(where, entry.name)
+                if containers.escapes(entry.name):
+                    self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
+                                                        "its directory (a path traversal)"))
+                if self.scan.bytes_left <= 0:
+                    self.unproven(path, f"this and the next members were not scanned, the pickles before them "
+                                        f"already hold {MAX_SCAN_BYTES // (1024 * 1024)} MB")
+                    return
+                member = io.BufferedReader(containers._window(handle, entry.offset, entry.size), 1 << 16)
+                try:
+                    self.member(member, entry.name, path, depth)
+                except ContainerError as err:
+                    self.unproven(path, str(err))
         except ContainerError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: {err}")
+            self.unproven(where or self.scan.file, f"{err}; the members after it were not scanned")
 
     def _archived(self, member: containers.Member, where: str | None, depth: int) -> None:
         path = _join(where, member.name)
@@ -195,26 +224,50 @@ class _Scanner:
             self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
                                                              "its directory (a path traversal)"))
         if member.data is None:
-            self.scan.problems.append(f"{path}: {member.problem}")
+            self.unproven(path, member.problem or "not read")
         elif self.budget.take(len(member.data)):
             self.file(io.BytesIO(member.data), member.name, path, depth + 1)
+        else:
+            self.unproven(path, "the read budget of this check ran out; not scanned")
 
     def decompress(self, handle: IO[bytes], kind: str, name: str, where: str | None, depth: int) -> None:
-        what = where or self.scan.file
-        raw = self.whole(handle, what)
-        if raw is None:
-            return
-        try:
-            data = containers.decompress_stream(kind, raw, containers.MAX_MEMBER_BYTES)
-        except ContainerError as err:
-            self.scan.problems.append(f"{what}: {err}")
-            return
-        if not self.budget.take(len(data)):
-            self.scan.problems.append(f"{what}: its decompressed content passes the read budget; not scanned")
-            return
+        """A compressed file, decompressed as it is read: a pickle streams (bounded by the
+        pickle budget), a container at its start is held in memory within the file's
+        allowance. Anything else is read to its end first, keeping only its tail: a zip
+        there (zipfile and unzip read an archive from its end) is opened as well."""
         inner = name.rsplit(".", 1)[0] if name.lower().endswith((".gz", ".bz2", ".xz", ".lzma", ".z")) else name
-        self.file(io.BytesIO(data), inner, _join(where, f"({kind})") if where else f"{self.scan.file} ({kind})",
-                  depth + 1)
+        path = _join(where, f"({kind})") if where else f"{self.scan.file} ({kind})"
+        try:
+            handle.seek(0)
+            reader = containers.inflating(kind, handle)
+            head = reader.peek(512)[:512]
+            if head[:1] != b"\x80" and not self._container_head(head, inner):
+                total, tail = containers.drain(reader, MAX_DRAIN)
+                if containers.ZIP_END in tail:
+                    self._decompressed_zip(handle, kind, total, inner, path, depth)
+                    return
+                handle.seek(0)
+                reader = containers.inflating(kind, handle)
+            self.member(reader, inner, path, depth)
+        except ContainerError as err:
+            self.unproven(where or self.scan.file, str(err))
+
+    def _decompressed_zip(self, handle: IO[bytes], kind: str, total: int, inner: str, path: str, depth: int) -> None:
+        if depth + 1 > MAX_DEPTH:
+            self.unproven(path, f"archives nested more than {MAX_DEPTH} deep; not scanned")
+        elif total > min(containers.MAX_MEMBER_BYTES, self.scan.in_memory_left) or not self.scan.hold(total) \
+                or not self.budget.take(total):
+            self.unproven(path, f"a zip archive ends its {total:,} decompressed bytes, more than hfdoctor holds in "
+                                "memory; not scanned")
+        else:
+            handle.seek(0)
+            self.file(io.BytesIO(containers.inflating(kind, handle).read(total)), inner, path, depth + 1)
+
+    @staticmethod
+    def _container_head(head: bytes, name: str) -> bool:
+        return head.startswith((containers.ZIP_LOCAL, sevenzip.SIGNATURE, formats.NPY_MAGIC, formats.HDF5_MAGIC)) or \
+            containers.compression_of(head) is not None or head[257:262] == b"ustar" or \
+            name.lower().endswith((".tar", ".onnx", ".pb"))
 
     def npy(self, handle: IO[bytes], head: bytes, where: str | None) -> None:
         handle.seek(0)
@@ -297,15 +350,25 @@ def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> Pi
     scanner = _Scanner(scan, budget)
     try:
         scanner.file(handle, os.path.basename(rel), None, 0)
-    except (OSError, ContainerError, Unreadable) as err:
+    except ContainerError as err:  # what the container holds was not read: it may be anything
+        scan.unproven.append(f"{rel}: {err}")
+    except (OSError, Unreadable) as err:
         scan.problems.append(f"{rel}: reading it failed part way ({err})")
     except Exception as err:  # noqa: BLE001 - malformed data this reader missed: incomplete, said so
         scan.problems.append(f"{rel}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
-    # What a nested loader unpickles on load is scanned as a file of its own (bounded count).
+    # What a nested loader unpickles on load is scanned as a file of its own (bounded count);
+    # a load inside a load is one level deeper, and the depth is bounded like archives'.
     index = 0
     while index < len(scan.nested):
-        where, blob = scan.nested[index]
-        scanner.file(io.BytesIO(blob), "nested.pt", where, 1)
+        where, blob, nesting = scan.nested[index]
+        scan.nested[index] = (where, b"", nesting)  # scanned once: not kept in memory after
+        scan.nesting = nesting
+        try:
+            scanner.file(io.BytesIO(blob), "nested.pt", where, nesting)
+        except (OSError, ContainerError, Unreadable) as err:
+            scan.unproven.append(f"{where}: {err}")
+        except Exception as err:  # noqa: BLE001 - as above
+            scan.problems.append(f"{where}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
         index += 1
     return scan
 

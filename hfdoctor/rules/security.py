@@ -101,10 +101,15 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       central directory's name, the CRC or the encryption flag say (torch ignores all
       three), every member of a legacy torch tar, and the bytes
       `torch.storage._load_from_bytes` loads (scanned as a file of their own);
+    - error, "not proven safe": a bound stopped the scan where a pickle is or may be (over
+      the 64 MB / 2 million opcodes hfdoctor reads of one file, past the check's time or
+      read budget, archives or nested loads more than 4 deep, a decompression bomb or more
+      than 256 MB decompressed in memory) or an archive's content cannot be read (a damaged
+      7z or tar, a member hfdoctor cannot decompress): what was not read may run anything;
     - warning: a pickle stored as data inside the file (raw bytes, base64 or hex in a
       string) that imports what it must not: loading the file does not run it, code that
-      unpickles that field does; and a file that could not be fully scanned (damaged, over
-      the 64 MB / 2 million opcodes hfdoctor reads of one file, or past the check's budget);
+      unpickles that field does; and a pickle that is itself damaged (truncated: loading
+      stops there, after what was scanned);
     - info: only known training-state classes (transformers' TrainingArguments and
       accelerate's state in training_args.bin, TRL configs, scikit-learn estimators,
       torch.nn layers), which run no code when rebuilt but make
@@ -122,7 +127,7 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if isinstance(scan, str):
             yield self.finding(repo, f"{rel} cannot be read to scan it: {scan}", file=rel, severity=Severity.WARNING)
             continue
-        if scan.kind == "not-pickle" and not scan.imports and not scan.problems:
+        if scan.kind == "not-pickle" and not scan.imports and not scan.problems and not scan.unproven:
             if rel.endswith(PICKLE_SUFFIXES):
                 yield self.finding(
                     repo, f"{rel} is neither a pickle nor a torch zip archive: not scanned (torch.load cannot read it).",
@@ -166,7 +171,15 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 "run it, but code that unpickles that field does. Remove it, or treat the field as hostile.",
                 file=rel, severity=Severity.WARNING,
             )
-        if scan.problems and not (dangerous or gadgets or unlisted or loads):
+        if scan.unproven and not (dangerous or gadgets or loads):
+            yield self.finding(
+                repo, f"{rel} is not proven safe: {scan.unproven[0]}"
+                + (f" (and {len(scan.unproven) - 1} more places)" if len(scan.unproven) > 1 else "")
+                + ". What was not scanned may hold a pickle that loading runs. Do not load it unless you trust its "
+                "author; prefer safetensors.",
+                file=rel,
+            )
+        elif scan.problems and not (dangerous or gadgets or unlisted or loads):
             yield self.finding(
                 repo, f"{rel} could not be fully scanned ({scan.problems[0]}): imports after that point are unknown.",
                 file=rel, severity=Severity.WARNING,

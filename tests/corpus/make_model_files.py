@@ -22,6 +22,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 import pickle
 import struct
 import sys
@@ -327,6 +328,17 @@ def malicious_pickles() -> list[Sample]:
                         legacy_torch(pickle.dumps({"w": 1}, protocol=2), [call("posix", "system", COMMAND, protocol=2)]),
                         "malicious", ("unsafe-pickle", "error"), "payload in a stream after the storage keys",
                         "issue 20: a second pickle stream in the legacy format"))
+    found.append(Sample("int-base-zero", "model.pkl", b"I0x1\n0" + call("builtins", "eval", "1+1", protocol=2)[2:],
+                        "malicious", ("unsafe-pickle", "error"),
+                        "an INT written 0x1: pickle.load reads it with base 0, pickletools.genops refuses it",
+                        "issue 31: pickle.py load_int (int(data, 0)) and _pickle.c load_int (strtol(s, &end, 0))"))
+    found.append(Sample("legacy-torch-hex-magic", "pytorch_model.bin",
+                        b"L" + hex(0x1950A86A20F9469CFC6C).encode() + b"L\n." + pickle.dumps(1001, protocol=2)
+                        + pickle.dumps({"little_endian": True}, protocol=2) + call("posix", "system", COMMAND, protocol=2)
+                        + pickle.dumps([], protocol=2),
+                        "malicious", ("unsafe-pickle", "error"),
+                        "the legacy magic number as a hex LONG, then the payload in the model pickle",
+                        "issue 31: torch.serialization._legacy_load reads magic, protocol, sys_info, then the model"))
     framed = (b"\x80\x04\x95" + struct.pack("<Q", 10) + short("builtins") + b"\x95" + struct.pack("<Q", 20)
               + short("eval") + b"\x93" + short("1+1") + b"\x85R.")
     found.append(Sample("frame-split", "model.pkl", framed, "malicious", ("unsafe-pickle", "error"),
@@ -375,6 +387,9 @@ def container_samples() -> list[Sample]:
                "issue 20: the legacy torch tar format"),
         Sample("gzip", "model.pkl.gz", gzip.compress(payload), "malicious", ("unsafe-pickle", "error"),
                "a gzip-compressed pickle", f"{MODELAUDIT} tests/scanners/test_compressed_scanner.py"),
+        Sample("gzip-zip-behind-zeros", "model.pt.gz", gzip.compress(bytes(4096) + torch_zip(payload)), "malicious",
+               ("unsafe-pickle", "error"), "a gzip of a torch zip behind 4 KB of zeros (zipfile finds a zip from its end)",
+               "issue 31: a zip whose central directory is gzip-wrapped"),
         Sample("bz2", "model.pt.bz2", bz2.compress(payload), "malicious", ("unsafe-pickle", "error"),
                "a bz2-compressed pickle", f"{MODELAUDIT} tests/scanners/test_compressed_scanner.py"),
         Sample("xz", "model.pkl.xz", lzma.compress(payload), "malicious", ("unsafe-pickle", "error"),
@@ -550,6 +565,283 @@ def benign_samples() -> list[Sample]:
                None, "a plain pickle in 7z", f"{MODELAUDIT} tests/assets/generators/generate_7z_test_assets.py"),
     ]
     return found
+
+
+# --- hostile containers (issue 31): repositories built on disk, sparse where they are large ------------------
+#
+# Each builder writes one repository into an empty folder and returns what hfdoctor must say
+# about it: (rule, lowest severity), or None where only "exit 0/1, within the bounds" is asked.
+# tests/test_hostile_model_files.py checks each one under the audit hook, in a child whose
+# memory and time are measured. Bombs are built without ever holding their output: a bz2
+# block or a flushed deflate block of zeros is written once and repeated.
+
+
+def bz2_zeros(blocks: int, head: bytes = b"") -> bytes:
+    """One bz2 stream of `head` and then zeros, `blocks` blocks of 40 MB, ~50 bytes a block:
+    each block is compressed once and its bits repeated (blocks are bit-aligned; the stream
+    CRC combines the blocks')."""
+    end_marker = f"{0x177245385090:048b}"
+
+    def block_bits(data: bytes) -> str:
+        bits = "".join(f"{b:08b}" for b in bz2.compress(data, 9))
+        return bits[32:bits.rfind(end_marker)]  # after "BZh9", up to the end-of-stream marker
+
+    zeros = block_bits(bytes(40 * 2**20))
+    parts = [block_bits(head + bytes(40 * 2**20 - len(head))) if head else zeros] + [zeros] * (blocks - 1)
+    combined = 0
+    for part in parts:
+        combined = (((combined << 1) | (combined >> 31)) & 0xFFFFFFFF) ^ int(part[48:80], 2)
+    stream = "".join(parts) + end_marker + f"{combined:032b}"
+    stream += "0" * (-len(stream) % 8)
+    return b"BZh9" + int(stream, 2).to_bytes(len(stream) // 8, "big")
+
+
+def gzip_pieces(pieces: list) -> bytes:
+    """A gzip file of `pieces`: bytes, or an int n for n zero bytes (a flushed deflate block of
+    1 MB of zeros repeated, so a gigabyte costs a megabyte and no time)."""
+    zero_block = zlib.compressobj(9, zlib.DEFLATED, -15)
+    one_mb = zero_block.compress(bytes(2**20)) + zero_block.flush(zlib.Z_FULL_FLUSH)
+    out, crc, size = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"], 0, 0
+    for piece in pieces:
+        if isinstance(piece, int):
+            assert piece % 2**20 == 0
+            out.append(one_mb * (piece // 2**20))
+            chunk = bytes(16 * 2**20)
+            for at in range(0, piece, len(chunk)):
+                crc = zlib.crc32(chunk[:min(len(chunk), piece - at)], crc)
+        else:
+            stream = zlib.compressobj(9, zlib.DEFLATED, -15)
+            out.append(stream.compress(piece) + stream.flush(zlib.Z_FULL_FLUSH))
+            crc = zlib.crc32(piece, crc)
+        size += piece if isinstance(piece, int) else len(piece)
+    out.append(zlib.compressobj(9, zlib.DEFLATED, -15).flush(zlib.Z_FINISH))  # an empty final block
+    return b"".join(out) + struct.pack("<II", crc, size & 0xFFFFFFFF)
+
+
+def zip_raw(name: str, method: int, compressed: bytes, crc: int, size: int) -> bytes:
+    """A one-member zip whose member bytes are given already compressed (sizes as declared)."""
+    raw = name.encode()
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 46, 0, method, 0, 0, crc, len(compressed),
+                        size & 0xFFFFFFFF, len(raw), 0) + raw
+    central = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 46, 46, 0, method, 0, 0, crc, len(compressed),
+                          size & 0xFFFFFFFF, len(raw), 0, 0, 0, 0, 0, 0) + raw
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, len(central), len(local) + len(compressed), 0)
+    return local + compressed + central + end
+
+
+def _number7z(n: int) -> bytes:
+    if n < 0x80:
+        return bytes([n])
+    if n < 0x4000:
+        return bytes([0x80 | (n >> 8), n & 0xFF])
+    return b"\xff" + struct.pack("<Q", n)
+
+
+def seven_zip_folders(payloads: list[bytes], digests_per_folder: int | None = None,
+                      bz2_folders: tuple[bytes, int, int] | None = None) -> bytes:
+    """A 7z of one stored (copy) folder per payload, one file each. With `digests_per_folder`,
+    the substreams info instead declares that many files per folder, all with CRCs (a count
+    the header cannot hold). With `bz2_folders` = (stream, unpacked size, count), that many
+    bzip2 folders of that stream come first."""
+    bombs = [] if bz2_folders is None else [bz2_folders] * bz2_folders[2]
+    n = len(bombs) + len(payloads)
+    coders = b"".join(b"\x01\x03\x04\x02\x02" for _ in bombs) + b"".join(b"\x01\x01\x00" for _ in payloads)
+    packed = [b[0] for b in bombs] + payloads
+    unpacked = [b[1] for b in bombs] + [len(p) for p in payloads]
+    header = (b"\x01\x04" + b"\x06" + _number7z(0) + _number7z(n) + b"\x09"
+              + b"".join(_number7z(len(p)) for p in packed) + b"\x00"
+              + b"\x07\x0b" + _number7z(n) + b"\x00" + coders + b"\x0c"
+              + b"".join(_number7z(u) for u in unpacked) + b"\x00")
+    if digests_per_folder is not None:
+        header += (b"\x08\x0d" + b"".join(_number7z(digests_per_folder) for _ in range(n)) + b"\x0a\x01"
+                   + bytes(64) + b"\x00\x00")
+    else:
+        header += b"\x08\x00" + b"\x00"
+    names = "".join(f"m{i}.pkl\0" for i in range(n)).encode("utf-16-le")
+    header += b"\x05" + _number7z(n) + b"\x11" + _number7z(len(names) + 1) + b"\x00" + names + b"\x00" + b"\x00"
+    body = b"".join(packed)
+    start = struct.pack("<QQI", len(body), len(header), zlib.crc32(header))
+    return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + body + header
+
+
+def _sparse(path: Path, size: int, pieces: dict[int, bytes]) -> None:
+    """A file of `size` bytes, zeros (a hole) but for `pieces` {offset: bytes}."""
+    with open(path, "wb") as f:
+        for offset, data in sorted(pieces.items()):
+            if offset >= size:
+                continue
+            f.seek(offset)
+            f.write(data)
+        f.truncate(size)
+
+
+def _gguf_string(text: str) -> bytes:
+    return struct.pack("<Q", len(text.encode())) + text.encode()
+
+
+CVE_2024_34359_TEMPLATE = (
+    "{% for x in ().__class__.__base__.__subclasses__() %}{% if \"warning\" in x.__name__ %}"
+    "{{x()._module.__builtins__['__import__']('os').popen(\"touch /tmp/hfdoctor-cve-2024-34359\")}}"
+    "{%endif%}{% endfor %}"
+)
+
+
+def sparse_gguf(path: Path, size: int = 480 * 2**20, n: int = 950_000) -> None:
+    """A GGUF of `size` bytes whose header is four arrays of n empty strings (zeros: a hole)."""
+    kv = _gguf_string("general.architecture") + struct.pack("<I", 8) + _gguf_string("llama")
+    pieces, at = {}, 0
+    head = b"GGUF" + struct.pack("<IQQ", 3, 0, 5) + kv
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.extra0", "tokenizer.ggml.extra1"):
+        head += _gguf_string(key) + struct.pack("<IIQ", 9, 8, n)
+        pieces[at] = head
+        at += len(head) + 8 * n  # n empty strings: n zero lengths, left as a hole
+        head = b""
+    _sparse(path, size, pieces)
+
+
+def hostile_gguf_hard_links(folder: Path) -> tuple[str, str] | None:
+    """16 hard links to one 480 MB GGUF whose header is 3.8 million empty strings (issue 31:
+    57 s and 15 GB). Equal files are read once."""
+    sparse_gguf(folder / "model-0.gguf")
+    for i in range(1, 16):
+        os.link(folder / "model-0.gguf", folder / f"model-{i}.gguf")
+    return None
+
+
+def hostile_gguf_copies(folder: Path) -> tuple[str, str] | None:
+    """The same GGUF as sixteen sparse copies, not links: equal by size and header bytes."""
+    for i in range(16):
+        sparse_gguf(folder / f"model-{i}.gguf")
+    return None
+
+
+def hostile_gguf_huge_arrays(folder: Path) -> tuple[str, str] | None:
+    """Arrays declaring 2**40 strings, and more strings in all than the reader walks."""
+    sparse_gguf(folder / "a.gguf", n=2**40)
+    sparse_gguf(folder / "b.gguf", n=3_000_000)
+    return None
+
+
+def hostile_gguf_template_only(folder: Path) -> tuple[str, str] | None:
+    """A GGUF holding only a chat template, the CVE-2024-34359 proof of concept's shape
+    (llama-cpp-python rendered it unsandboxed: GHSA-56xg-wfcc-g829), and no vocabulary."""
+    kv = (_gguf_string("general.architecture") + struct.pack("<I", 8) + _gguf_string("llama")
+          + _gguf_string("tokenizer.chat_template") + struct.pack("<I", 8) + _gguf_string(CVE_2024_34359_TEMPLATE))
+    (folder / "model.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 2) + kv)
+    return ("chat-template-render-error", "error")
+
+
+def hostile_7z_digest_counts(folder: Path) -> tuple[str, str] | None:
+    """10,000 folders each declaring 10,000 files with CRCs: 10**8 digests in a 100 KB header."""
+    payload = reduce_pickle(eval, ("1+1",), 4)
+    (folder / "model.7z").write_bytes(seven_zip_folders([payload] * 10_000, digests_per_folder=10_000))
+    return ("unsafe-pickle", "error")
+
+
+def hostile_7z_many_folders(folder: Path) -> tuple[str, str] | None:
+    """3,000 bzip2 folders of 200 MB of zeros each (50 bytes apiece: 600 GB in 150 KB; each
+    folder used to be decoded in full), then 2,000 folders of a harmless pickle, the payload
+    in the last one."""
+    harmless = pickle.dumps({"w": 1}, protocol=2)
+    (folder / "model.7z").write_bytes(seven_zip_folders(
+        [harmless] * 1_999 + [reduce_pickle(eval, ("1+1",), 4)], bz2_folders=(bz2_zeros(5), 5 * 40 * 2**20, 3_000)))
+    return ("unsafe-pickle", "error")
+
+
+def hostile_7z_corrupt(folder: Path) -> tuple[str, str] | None:
+    """A 7z holding a payload pickle whose start header says it has no header (size 0):
+    7-Zip lists nothing, the bytes are there. Not proven safe is the only honest verdict."""
+    data = bytearray(seven_zip_stored("data.pkl", reduce_pickle(eval, ("1+1",), 4)))
+    start = struct.pack("<QQI", 0, 0, 0)
+    data[12:32] = start
+    data[8:12] = struct.pack("<I", zlib.crc32(start))
+    (folder / "model.7z").write_bytes(bytes(data))
+    return ("unsafe-pickle", "error")
+
+
+def hostile_nested_loaders(folder: Path) -> tuple[str, str] | None:
+    """torch.storage._load_from_bytes of a torch file that does it again, 20 loads deep, the
+    payload at the bottom (past the 16 nested loads a scan used to keep)."""
+    inner = torch_zip(reduce_pickle(eval, ("1+1",), 4))
+    for _ in range(20):
+        inner = torch_zip(_load_from_bytes(inner))
+    (folder / "pytorch_model.bin").write_bytes(inner)
+    return ("unsafe-pickle", "error")
+
+
+def hostile_zip_bz2_member(folder: Path) -> tuple[str, str] | None:
+    """A torch zip whose data.pkl is a bz2 member of 1.6 GB in 2 KB: a pickle whose BINBYTES8
+    claims all of it, then zeros (one call of the decompressor on 16 KB of it used to return
+    all 1.6 GB at once)."""
+    size = 40 * 40 * 2**20
+    bomb = bz2_zeros(40, head=b"\x80\x04\x8e" + struct.pack("<Q", size - 12))
+    (folder / "pytorch_model.bin").write_bytes(zip_raw("archive/data.pkl", zipfile.ZIP_BZIP2, bomb, 0, size))
+    return ("unsafe-pickle", "error")
+
+
+def hostile_gzip_wrapped_zip(folder: Path) -> tuple[str, str] | None:
+    """A gzip of 1 GB of zeros then a torch zip with a payload: the zip's central directory is
+    at the end of the decompressed stream, past any bound (it used to read as clean)."""
+    (folder / "model.pt.gz").write_bytes(gzip_pieces([2**30, torch_zip(reduce_pickle(eval, ("1+1",), 4))]))
+    return ("unsafe-pickle", "error")
+
+
+def hostile_tar_pax_redos(folder: Path) -> tuple[str, str] | None:
+    """A pax header of 100,000 digits before a payload member: tarfile's `\\d+ hdrcharset=`
+    search backtracks quadratically on it (CVE-2024-6232), and then reads on to the payload."""
+    pax_body = b"1" * 100_000
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as archive:
+        info = tarfile.TarInfo("././@PaxHeader")
+        info.type = tarfile.XHDTYPE
+        info.size = len(pax_body)
+        archive.addfile(info, io.BytesIO(pax_body))
+        payload = reduce_pickle(eval, ("1+1",), 4)
+        info = tarfile.TarInfo("data.pkl")
+        info.size = len(payload)
+        archive.addfile(info, io.BytesIO(payload))
+    (folder / "model.tar").write_bytes(buffer.getvalue())
+    return ("unsafe-pickle", "error")
+
+
+def hostile_tar_budget(folder: Path) -> tuple[str, str] | None:
+    """A legacy-torch-like tar whose first member is a 96 MB pickle (zeros: a hole) that spends
+    the 64 MB scan budget, then a payload member: the payload was only a warning."""
+    big = 96 * 2**20
+    pickle_head = b"\x80\x04\x8e" + struct.pack("<Q", big - 12)
+    head = tarfile.TarInfo("pickle")
+    head.size = big
+    header = head.tobuf(tarfile.USTAR_FORMAT)
+    payload = reduce_pickle(eval, ("1+1",), 4)
+    second = tarfile.TarInfo("tensors")
+    second.size = len(payload)
+    at = 512 + big
+    tail = second.tobuf(tarfile.USTAR_FORMAT) + payload + bytes(-len(payload) % 512) + bytes(1024)
+    _sparse(folder / "model.pth.tar", at + len(tail), {0: header + pickle_head, 512 + big - 1: b".", at: tail})
+    return ("unsafe-pickle", "error")
+
+
+def hostile_int_base_zero(folder: Path) -> tuple[str, str] | None:
+    """INT written `I0x1`: pickle.load reads it (int(s, 0); strtol in _pickle.c), genops refuses."""
+    (folder / "model.pkl").write_bytes(b"I0x1\n0" + call("builtins", "eval", "1+1", protocol=2)[2:])
+    return ("unsafe-pickle", "error")
+
+
+def hostile_legacy_hex_magic(folder: Path) -> tuple[str, str] | None:
+    """A legacy torch file whose magic number is a protocol 0 LONG in hex (`L0x1950a86a...L`,
+    what pickle.load reads as the magic number), then the model pickle with the payload."""
+    magic = b"L" + hex(0x1950A86A20F9469CFC6C).encode() + b"L\n."
+    (folder / "pytorch_model.bin").write_bytes(
+        magic + pickle.dumps(1001, protocol=2) + pickle.dumps({"little_endian": True}, protocol=2)
+        + call("posix", "system", COMMAND, protocol=2) + pickle.dumps([], protocol=2))
+    return ("unsafe-pickle", "error")
+
+
+HOSTILE = {f.__name__[len("hostile_"):]: f for f in (
+    hostile_gguf_hard_links, hostile_gguf_copies, hostile_gguf_huge_arrays, hostile_gguf_template_only, hostile_7z_digest_counts,
+    hostile_7z_many_folders, hostile_7z_corrupt, hostile_nested_loaders, hostile_zip_bz2_member,
+    hostile_gzip_wrapped_zip, hostile_tar_pax_redos, hostile_tar_budget, hostile_int_base_zero,
+    hostile_legacy_hex_magic)}
 
 
 def samples() -> list[Sample]:
