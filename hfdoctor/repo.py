@@ -14,10 +14,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hfdoctor import jsontext, patterns
+from hfdoctor import jsontext
 from hfdoctor.budget import Budget
 from hfdoctor.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
-from hfdoctor.parsing import ParseError, load_json, load_yaml
+from hfdoctor.model_card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
+from hfdoctor.parsing import ParseError, load_json
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
 from hfdoctor.tokenizing import SafeTokenizer, load_tokenizer
@@ -39,13 +40,6 @@ METADATA_JSON_FILES = (
 ADAPTER_CONFIG = "adapter_config.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
-# Same shape as huggingface_hub's REGEX_YAML_BLOCK, so we agree with the Hub on what
-# counts as front matter; run by RE2 (Python's engine takes minutes on a card of blank lines).
-FRONT_MATTER = patterns.compile(r"^(\s*---[\r\n]+)([\S\s]*?)([\r\n]+---(\r\n|\n|$))")
-FRONT_MATTER_KEY = patterns.compile(r"^([A-Za-z0-9_\-]+)[ \t]*:")
-# The most front matter hfdoctor parses: real cards hold a few KB (model-index results
-# included); PyYAML is pure Python, a megabyte of YAML takes it seconds.
-MAX_FRONT_MATTER_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -70,16 +64,6 @@ class TemplateSource:
         if self.pointer and not self.pointer.startswith("/"):  # a GGUF metadata key
             return f"{self.file} ({self.pointer})"
         return f"{self.file}{self.pointer or ''}"
-
-
-@dataclass(frozen=True)
-class Card:
-    text: str
-    # None: there is no front matter block. {}: an empty block.
-    metadata: dict[str, Any] | None
-    # 1-based line of each top-level front-matter key.
-    key_lines: dict[str, int]
-    body: str
 
 
 def token_content(value: Any) -> str | None:
@@ -460,33 +444,7 @@ class ModelRepo:
     @cached_property
     def card(self) -> Card | None:
         text = self.text("README.md")
-        if text is None:
-            return None
-        match = FRONT_MATTER.match(text)
-        if match is None:
-            return Card(text, None, {}, text)
-        block = match.group(2)
-        first_line = match.group(1).count("\n") + 1  # line of the first YAML line
-        if len(block) > MAX_FRONT_MATTER_BYTES:
-            self.problem("README.md", f"front matter is {len(block):,} characters, more than the "
-                         f"{MAX_FRONT_MATTER_BYTES:,} hfdoctor parses", first_line)
-            return Card(text, None, {}, text[match.end() :])
-        try:
-            metadata = load_yaml(block, first_line)
-        except ParseError as err:
-            self.problem("README.md", f"front matter {err.message}", err.line or first_line)
-            return Card(text, None, {}, text[match.end() :])
-        if metadata is None:
-            metadata = {}
-        if not isinstance(metadata, dict):
-            self.problem("README.md", "front matter must be a YAML mapping", first_line)
-            return Card(text, None, {}, text[match.end() :])
-        key_lines: dict[str, int] = {}
-        for offset, line in enumerate(block.splitlines()):
-            key = FRONT_MATTER_KEY.match(line)
-            if key and key.group(1) not in key_lines:
-                key_lines[key.group(1)] = first_line + offset
-        return Card(text, metadata, key_lines, text[match.end() :])
+        return None if text is None else parse_card(text, lambda why, line: self.problem("README.md", why, line))
 
     # --- weights ----------------------------------------------------------------------
 
