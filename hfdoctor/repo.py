@@ -16,6 +16,7 @@ from typing import Any
 
 from hfdoctor import jsontext
 from hfdoctor.budget import Budget
+from hfdoctor.file_names import is_training_state
 from hfdoctor.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
 from hfdoctor.model_card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
 from hfdoctor.parsing import ParseError, load_json
@@ -450,7 +451,19 @@ class ModelRepo:
 
     @cached_property
     def weight_files(self) -> list[str]:
-        return [f for f in self.files if f.endswith(WEIGHT_SUFFIXES)]
+        """The files that hold weights; the Trainer's state (optimizer.pt, rng_state.pth,
+        training_args.bin...) is training state, not weights (file_names.is_training_state)."""
+        return [f for f in self.files if f.endswith(WEIGHT_SUFFIXES) and not is_training_state(f)]
+
+    @cached_property
+    def training_state_files(self) -> list[str]:
+        """What the Trainer saved to resume training (optimizer, scheduler, RNG states, arguments)."""
+        return [f for f in self.files if is_training_state(f)]
+
+    @property
+    def is_peft_checkpoint(self) -> bool:
+        """A Trainer checkpoint of a PEFT adapter: the adapter beside the training state."""
+        return self.is_adapter and bool(self.training_state_files)
 
     @cached_property
     def weight_dirs(self) -> list[str]:
