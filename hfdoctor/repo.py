@@ -40,6 +40,9 @@ METADATA_JSON_FILES = (
 )
 ADAPTER_CONFIG = "adapter_config.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+# git-lfs pointer files (what a clone without LFS data holds): a few hundred bytes of text.
+LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/"
+LFS_POINTER_MAX_BYTES = 1024
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 
 
@@ -175,6 +178,12 @@ class ModelRepo:
         if rel in self._json:
             return self._json[rel]
         value = None
+        data = self.raw(rel)
+        if data is not None and len(data) <= LFS_POINTER_MAX_BYTES and data.startswith(LFS_POINTER_PREFIX):
+            # A clone without git-lfs data: lfs-pointer reports it, not a JSON error.
+            self.problem(rel, "is a git-lfs pointer, not the file", kind="lfs-pointer")
+            self._json[rel] = None
+            return None
         text = self.text(rel)
         if text is not None:
             try:
@@ -229,7 +238,7 @@ class ModelRepo:
             if rel == "vocab.json" and self.exists("tokenizer.json"):
                 continue
             self.json_object(rel)
-        _ = self.card, self.chat_templates
+        _ = self.card, self.chat_templates, self.tokenizer_json
 
     # --- metadata files -----------------------------------------------------------
 
@@ -251,7 +260,14 @@ class ModelRepo:
 
     @property
     def tokenizer_json(self) -> dict[str, Any] | None:
-        return self.json_object("tokenizer.json")
+        """tokenizer.json, when it is a tokenizer: a JSON object without a `model` object (`{}`, a
+        placeholder) is a problem, and rules treat the file as unreadable."""
+        value = self.json_object("tokenizer.json")
+        if value is not None and not isinstance(value.get("model"), dict):
+            self.problem("tokenizer.json", "is not a tokenizer: it has no `model` object (a placeholder?), so "
+                         "transformers' fast tokenizer cannot load it", 1)
+            return None
+        return value
 
     @property
     def adapter_config(self) -> dict[str, Any] | None:
@@ -356,9 +372,17 @@ class ModelRepo:
     def token_id(self, token: str) -> int | None:
         return (self.vocab or {}).get(token)
 
+    @property
+    def special_tokens_map_overrides(self) -> bool:
+        """transformers reads special_tokens_map.json over tokenizer_config.json's tokens when
+        tokenizer_config.json has no added_tokens_decoder (the legacy layout; 4.x and 5.x alike)."""
+        return self.tokenizer_config is not None and "added_tokens_decoder" not in self.tokenizer_config
+
     def special_token(self, key: str) -> str | None:
-        """bos/eos/pad/unk token string as tokenizer_config (then special_tokens_map) names it."""
-        for source in (self.tokenizer_config, self.special_tokens_map):
+        """bos/eos/pad/unk token string as transformers reads it: tokenizer_config.json's, then
+        special_tokens_map.json's (the map's first when it overrides: special_tokens_map_overrides)."""
+        sources = (self.tokenizer_config, self.special_tokens_map)
+        for source in (reversed(sources) if self.special_tokens_map_overrides else sources):
             if source and key in source:
                 return token_content(source[key])
         return self.gguf_tokenizer.specials.get(key) if self.gguf_tokenizer is not None else None

@@ -24,6 +24,9 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     token makes transformers index past the embedding or stop on a random token.
     When tokenizer_config.json and special_tokens_map.json name different tokens, tools
     that read one file (TGI, llama.cpp converters) disagree with those that read the other.
+    transformers reads tokenizer_config.json's, except when it has no added_tokens_decoder
+    (the legacy layout): then special_tokens_map.json overrides it, and a null there
+    (`"pad_token": null` overridden by the map's token) is info.
     config.json and generation_config.json giving other eos ids (sharing none) is a
     warning; another bos id is info unless the tokenizer's bos is in neither; pad: info.
 
@@ -37,7 +40,9 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if token is None or vocab is None:
             continue
         if token not in vocab:
-            where = "tokenizer_config.json" if key in (repo.tokenizer_config or {}) else "special_tokens_map.json"
+            in_map = key in (repo.special_tokens_map or {}) and (repo.special_tokens_map_overrides
+                                                                 or key not in (repo.tokenizer_config or {}))
+            where = "special_tokens_map.json" if in_map else "tokenizer_config.json"
             yield self.finding(
                 repo,
                 f"{key} {token!r} is not a token of the vocabulary ({len(vocab)} entries): it will be split "
@@ -48,6 +53,17 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     for key in SPECIAL_TOKEN_KEYS:
         a, b = token_content(tc.get(key)), token_content(stm.get(key))
         if key in tc and key in stm and a != b:
+            if repo.special_tokens_map_overrides:
+                # transformers merges special_tokens_map.json over tokenizer_config.json here.
+                yield self.finding(
+                    repo,
+                    f"{key} is {a!r} in tokenizer_config.json but {b!r} in special_tokens_map.json: transformers "
+                    "uses the second (tokenizer_config.json has no added_tokens_decoder, so special_tokens_map.json "
+                    "overrides it); tools that read only tokenizer_config.json see the first.",
+                    file="tokenizer_config.json", pointer=f"/{key}",
+                    severity=Severity.INFO if a is None else Severity.WARNING,
+                )
+                continue
             yield self.finding(
                 repo,
                 f"{key} is {a!r} in tokenizer_config.json but {b!r} in special_tokens_map.json: transformers uses the "
