@@ -181,3 +181,44 @@ def test_browser_duplicate_names(tmp_path, name, original, severity):
 def test_no_browser_duplicate_on_real_folders():
     for folder in [MISTRAL_CKPT, TINYLLAMA_CKPT, MISTRAL_V02]:
         assert not [f for f in findings(folder, ["CFG001"]) if "browser-duplicate" in f.message]
+
+
+def _save_args_as(tmp_path: Path, module: str, name: str, base: type) -> Path:
+    """training_args.bin as the trainer writes it (torch.save of its arguments object), for a class of
+    the trainer's own module (LLaMA-Factory, Unsloth: not installed here, so the class is declared under
+    the module name the trainer uses)."""
+    import dataclasses
+    import sys
+    import types
+
+    import torch
+
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        sys.modules.setdefault(".".join(parts[:i]), types.ModuleType(".".join(parts[:i])))
+    cls = dataclasses.make_dataclass(name, [], bases=(base,))
+    cls.__module__, cls.__qualname__ = module, name
+    setattr(sys.modules[module], name, cls)
+    folder = tmp_path / name
+    folder.mkdir()
+    try:
+        torch.save(cls(output_dir=str(tmp_path / "out"), report_to="none"), folder / "training_args.bin")
+    finally:
+        for i in range(len(parts), 0, -1):
+            sys.modules.pop(".".join(parts[:i]), None)
+    return folder
+
+
+@pytest.mark.parametrize("module,name,base", [
+    ("llamafactory.hparams.training_args", "TrainingArguments", "transformers:Seq2SeqTrainingArguments"),
+    ("unsloth_compiled_cache.UnslothSFTTrainer", "UnslothSFTConfig", "transformers:TrainingArguments"),
+    ("UnslothGRPOTrainer", "UnslothGRPOConfig", "transformers:TrainingArguments"),
+])
+def test_stock_trainer_argument_classes_are_known(tmp_path, module, name, base):
+    import importlib
+
+    package, cls = base.split(":")
+    folder = _save_args_as(tmp_path, module, name, getattr(importlib.import_module(package), cls))
+    [finding] = findings(folder, ["SEC001"])
+    assert str(finding.severity) == "info" and f"{module}.{name}" in finding.message
+
