@@ -53,9 +53,10 @@ def test_the_published_folders_are_the_ones_recorded():
     import hashlib
 
     rows = [line.split("\t") for line in (FOLDERS / "MANIFEST.tsv").read_text(encoding="utf-8").splitlines()[2:]]
-    assert len(rows) == 15
     for slug, name, _repo, _path, _commit, sha256, _license in rows:
         assert hashlib.sha256((FOLDERS / slug / name).read_bytes()).hexdigest() == sha256, (slug, name)
+    stored = {(p.parent.name, p.name) for p in FOLDERS.glob("*/*")}
+    assert stored == {(slug, name) for slug, name, *_ in rows}
 
 
 def test_base_resolved_from_the_training_machines_folder_name(tmp_path):
