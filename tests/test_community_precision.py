@@ -99,3 +99,16 @@ def test_rope_theta_still_fires_on_a_model_type_4x_knows(tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
     found = [f for f in findings(folder, ["CMP001"]) if "rope_theta" in f.message]
     assert [str(f.severity) for f in found] == ["error"]
+
+
+def test_unsloth_stub_config_beside_an_adapter_or_a_gguf(tmp_path):
+    """Unsloth saves config.json = {"model_type": "llama"} beside a LoRA adapter and beside a GGUF: no
+    loader builds a model class from it there. The same stub as a full model's config is reported."""
+    for slug in ("Max-Lee-explore__MythTrans-llama31-8B", "shijiale0609__medical-model"):
+        assert json.loads((FOLDERS / slug / "config.json").read_text()) == {"model_type": "llama"}
+        assert findings(FOLDERS / slug, ["CFG002"]) == [], slug
+    folder = tmp_path / "full"
+    shutil.copytree(FOLDERS / "Max-Lee-explore__MythTrans-llama31-8B", folder)
+    (folder / "adapter_config.json").unlink()
+    [finding] = findings(folder, ["CFG002"])
+    assert str(finding.severity) == "warning" and "no `architectures`" in finding.message

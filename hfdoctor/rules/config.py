@@ -100,7 +100,9 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     the other.
 
     Fix: none automatic (which side is right depends on the weights; weights-config-mismatch
-    tells). Model types transformers does not know (custom code) are reported as info.
+    tells). Model types transformers does not know (custom code) are reported as info. A
+    config.json without `architectures` beside a GGUF or a PEFT adapter (Unsloth's stub
+    `{"model_type": "llama"}`) is not reported: no loader builds a model class from it there.
     """
     config = repo.config
     if config is None:
@@ -117,14 +119,18 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
         return
     table = registry.architectures()
     known = table.get(model_type)
+    # Unsloth writes a stub config.json ({"model_type": "llama"}) beside a GGUF or a LoRA adapter: no
+    # loader builds a model class from it there (the GGUF carries its architecture, PEFT loads the base).
+    stub_is_fine = repo.is_adapter or bool(repo.weight_files) and all(f.endswith(".gguf") for f in repo.weight_files)
     if architectures is None or architectures == []:
-        yield self.finding(
-            repo,
-            f"config.json has no `architectures`: transformers falls back on model_type {model_type!r}, "
-            "but vLLM, TGI and the Hub need it to choose the model class. Add e.g. "
-            f"{(known or ['<Name>ForCausalLM'])[0]!r}.",
-            file="config.json", severity=Severity.WARNING,
-        )
+        if not stub_is_fine:
+            yield self.finding(
+                repo,
+                f"config.json has no `architectures`: transformers falls back on model_type {model_type!r}, "
+                "but vLLM, TGI and the Hub need it to choose the model class. Add e.g. "
+                f"{(known or ['<Name>ForCausalLM'])[0]!r}.",
+                file="config.json", severity=Severity.WARNING,
+            )
     elif not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         yield self.finding(repo, "`architectures` must be a list of class names", file="config.json", pointer="/architectures")
     elif known is None:
