@@ -223,3 +223,37 @@ def test_stock_trainer_argument_classes_are_known(tmp_path, module, name, base):
     [finding] = findings(folder, ["SEC001"])
     assert str(finding.severity) == "info" and f"{module}.{name}" in finding.message
 
+
+
+# --- hostile input ----------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from hfdoctor.file_names import browser_duplicate_of, is_training_state  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_file_name_readers_on_any_name(name):
+    assert isinstance(is_training_state(name), bool)
+    original = browser_duplicate_of(name)
+    assert original is None or (len(original) < len(name) and " (" not in original.rsplit("/", 1)[-1][-12:])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.one_of(st.none(), st.integers(), st.text(max_size=200),
+                      st.sampled_from(["../../etc", "..\\..\\x", "a/../../b", "/etc/passwd", "C:\\models\\x",
+                                       "Qwen/Qwen3-8B", "mistralai/Mistral-7B-v0.1", "x" * 5000])),
+       tokenizer=st.binary(max_size=300))
+def test_adapter_base_on_any_base_name_and_tokenizer_bytes(tmp_path_factory, base, tokenizer):
+    """Whatever adapter_config.json names, the base is resolved or unknown, never an exception, and only
+    ever looked up under the --upstream folder (a name with .. or a drive names no folder there)."""
+    folder = tmp_path_factory.mktemp("adapter")
+    (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "peft_type": "LORA"}))
+    (folder / "tokenizer.json").write_bytes(tokenizer)
+    repo = ModelRepo(folder, upstream=WITH_UPSTREAM)
+    found = adapter_base(repo)
+    assert found is not None and (found.repo_id is None or ".." not in found.repo_id)
+    value = repo.tokenizer_json
+    assert value is None or isinstance(value.get("model"), dict)
