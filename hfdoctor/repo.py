@@ -14,10 +14,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hfdoctor import jsontext, patterns
+from hfdoctor import jsontext
 from hfdoctor.budget import Budget
+from hfdoctor.file_names import is_training_state
 from hfdoctor.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
-from hfdoctor.parsing import ParseError, load_json, load_yaml
+from hfdoctor.model_card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
+from hfdoctor.parsing import ParseError, load_json
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
 from hfdoctor.tokenizing import SafeTokenizer, load_tokenizer
@@ -38,14 +40,10 @@ METADATA_JSON_FILES = (
 )
 ADAPTER_CONFIG = "adapter_config.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+# git-lfs pointer files (what a clone without LFS data holds): a few hundred bytes of text.
+LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/"
+LFS_POINTER_MAX_BYTES = 1024
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
-# Same shape as huggingface_hub's REGEX_YAML_BLOCK, so we agree with the Hub on what
-# counts as front matter; run by RE2 (Python's engine takes minutes on a card of blank lines).
-FRONT_MATTER = patterns.compile(r"^(\s*---[\r\n]+)([\S\s]*?)([\r\n]+---(\r\n|\n|$))")
-FRONT_MATTER_KEY = patterns.compile(r"^([A-Za-z0-9_\-]+)[ \t]*:")
-# The most front matter hfdoctor parses: real cards hold a few KB (model-index results
-# included); PyYAML is pure Python, a megabyte of YAML takes it seconds.
-MAX_FRONT_MATTER_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True)
@@ -70,16 +68,6 @@ class TemplateSource:
         if self.pointer and not self.pointer.startswith("/"):  # a GGUF metadata key
             return f"{self.file} ({self.pointer})"
         return f"{self.file}{self.pointer or ''}"
-
-
-@dataclass(frozen=True)
-class Card:
-    text: str
-    # None: there is no front matter block. {}: an empty block.
-    metadata: dict[str, Any] | None
-    # 1-based line of each top-level front-matter key.
-    key_lines: dict[str, int]
-    body: str
 
 
 def token_content(value: Any) -> str | None:
@@ -190,6 +178,12 @@ class ModelRepo:
         if rel in self._json:
             return self._json[rel]
         value = None
+        data = self.raw(rel)
+        if data is not None and len(data) <= LFS_POINTER_MAX_BYTES and data.startswith(LFS_POINTER_PREFIX):
+            # A clone without git-lfs data: lfs-pointer reports it, not a JSON error.
+            self.problem(rel, "is a git-lfs pointer, not the file", kind="lfs-pointer")
+            self._json[rel] = None
+            return None
         text = self.text(rel)
         if text is not None:
             try:
@@ -244,7 +238,7 @@ class ModelRepo:
             if rel == "vocab.json" and self.exists("tokenizer.json"):
                 continue
             self.json_object(rel)
-        _ = self.card, self.chat_templates
+        _ = self.card, self.chat_templates, self.tokenizer_json
 
     # --- metadata files -----------------------------------------------------------
 
@@ -266,7 +260,14 @@ class ModelRepo:
 
     @property
     def tokenizer_json(self) -> dict[str, Any] | None:
-        return self.json_object("tokenizer.json")
+        """tokenizer.json, when it is a tokenizer: a JSON object without a `model` object (`{}`, a
+        placeholder) is a problem, and rules treat the file as unreadable."""
+        value = self.json_object("tokenizer.json")
+        if value is not None and not isinstance(value.get("model"), dict):
+            self.problem("tokenizer.json", "is not a tokenizer: it has no `model` object (a placeholder?), so "
+                         "transformers' fast tokenizer cannot load it", 1)
+            return None
+        return value
 
     @property
     def adapter_config(self) -> dict[str, Any] | None:
@@ -371,9 +372,17 @@ class ModelRepo:
     def token_id(self, token: str) -> int | None:
         return (self.vocab or {}).get(token)
 
+    @property
+    def special_tokens_map_overrides(self) -> bool:
+        """transformers reads special_tokens_map.json over tokenizer_config.json's tokens when
+        tokenizer_config.json has no added_tokens_decoder (the legacy layout; 4.x and 5.x alike)."""
+        return self.tokenizer_config is not None and "added_tokens_decoder" not in self.tokenizer_config
+
     def special_token(self, key: str) -> str | None:
-        """bos/eos/pad/unk token string as tokenizer_config (then special_tokens_map) names it."""
-        for source in (self.tokenizer_config, self.special_tokens_map):
+        """bos/eos/pad/unk token string as transformers reads it: tokenizer_config.json's, then
+        special_tokens_map.json's (the map's first when it overrides: special_tokens_map_overrides)."""
+        sources = (self.tokenizer_config, self.special_tokens_map)
+        for source in (reversed(sources) if self.special_tokens_map_overrides else sources):
             if source and key in source:
                 return token_content(source[key])
         return self.gguf_tokenizer.specials.get(key) if self.gguf_tokenizer is not None else None
@@ -460,39 +469,25 @@ class ModelRepo:
     @cached_property
     def card(self) -> Card | None:
         text = self.text("README.md")
-        if text is None:
-            return None
-        match = FRONT_MATTER.match(text)
-        if match is None:
-            return Card(text, None, {}, text)
-        block = match.group(2)
-        first_line = match.group(1).count("\n") + 1  # line of the first YAML line
-        if len(block) > MAX_FRONT_MATTER_BYTES:
-            self.problem("README.md", f"front matter is {len(block):,} characters, more than the "
-                         f"{MAX_FRONT_MATTER_BYTES:,} hfdoctor parses", first_line)
-            return Card(text, None, {}, text[match.end() :])
-        try:
-            metadata = load_yaml(block, first_line)
-        except ParseError as err:
-            self.problem("README.md", f"front matter {err.message}", err.line or first_line)
-            return Card(text, None, {}, text[match.end() :])
-        if metadata is None:
-            metadata = {}
-        if not isinstance(metadata, dict):
-            self.problem("README.md", "front matter must be a YAML mapping", first_line)
-            return Card(text, None, {}, text[match.end() :])
-        key_lines: dict[str, int] = {}
-        for offset, line in enumerate(block.splitlines()):
-            key = FRONT_MATTER_KEY.match(line)
-            if key and key.group(1) not in key_lines:
-                key_lines[key.group(1)] = first_line + offset
-        return Card(text, metadata, key_lines, text[match.end() :])
+        return None if text is None else parse_card(text, lambda why, line: self.problem("README.md", why, line))
 
     # --- weights ----------------------------------------------------------------------
 
     @cached_property
     def weight_files(self) -> list[str]:
-        return [f for f in self.files if f.endswith(WEIGHT_SUFFIXES)]
+        """The files that hold weights; the Trainer's state (optimizer.pt, rng_state.pth,
+        training_args.bin...) is training state, not weights (file_names.is_training_state)."""
+        return [f for f in self.files if f.endswith(WEIGHT_SUFFIXES) and not is_training_state(f)]
+
+    @cached_property
+    def training_state_files(self) -> list[str]:
+        """What the Trainer saved to resume training (optimizer, scheduler, RNG states, arguments)."""
+        return [f for f in self.files if is_training_state(f)]
+
+    @property
+    def is_peft_checkpoint(self) -> bool:
+        """A Trainer checkpoint of a PEFT adapter: the adapter beside the training state."""
+        return self.is_adapter and bool(self.training_state_files)
 
     @cached_property
     def weight_dirs(self) -> list[str]:

@@ -202,3 +202,45 @@ def test_adapter_repo_on_the_hub_gets_what_it_gets_on_disk(adapter, tmp_path, mo
     assert {(f.rule, f.file, f.message) for f in from_hub.findings} == {(f.rule, f.file, f.message) for f in on_disk.findings}
     assert any("rank 8 but adapter_config.json gives r=16" in f.message for f in from_hub.findings)
     assert "file-unreadable" not in {f.rule for f in from_hub.findings}
+
+
+def test_added_tokens_beyond_the_base_embedding_without_saved_embeddings(adapter, base_model, smollm2_checkpoint,
+                                                                          tmp_path):
+    """A trainer that adds a token to the tokenizer, resizes the embeddings, but saves a LoRA without them
+    (modules_to_save null): the base (its real config.json in --upstream) has 49,152 rows and the new id
+    indexes past them. Not reported without the added token, nor when the embeddings are saved."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    upstream_dir = tmp_path / "upstream"
+    (upstream_dir / SMOLLM2.replace("/", "--")).mkdir(parents=True)
+    shutil.copy(smollm2_checkpoint / "config.json", upstream_dir / SMOLLM2.replace("/", "--") / "config.json")
+    upstream = Upstream((upstream_dir,), use_cache=False, use_hub=False)
+
+    def adp001(folder: Path):
+        found, internal = run_rules(ModelRepo(folder, upstream=upstream), selected_rules(["ADP001"]))
+        assert not internal, internal
+        return [f for f in found if "embedding rows" in f.message]
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_checkpoint)
+    folder = copy_adapter(adapter, tmp_path)
+    tokenizer.save_pretrained(folder)
+    assert adp001(folder) == []
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|tool_call|>"]})
+    tokenizer.save_pretrained(folder)
+    [finding] = adp001(folder)
+    assert str(finding.severity) == "error" and "49,152 embedding rows" in finding.message
+    assert "'<|tool_call|>' (49152)" in finding.message and "modules_to_save None" in finding.message
+    # The harm, on the base PEFT loads: the new id indexes past its embedding.
+    base = AutoModelForCausalLM.from_pretrained(base_model)
+    with pytest.raises(IndexError):
+        base(torch.tensor([tokenizer.convert_tokens_to_ids(["<|tool_call|>"])]))
+    # Saved with the resized embeddings: nothing to report.
+    base.resize_token_embeddings(len(tokenizer))
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj"], task_type="CAUSAL_LM",
+                                                 modules_to_save=["embed_tokens", "lm_head"]))
+    peft_model.save_pretrained(tmp_path / "with-embeddings")
+    saved = copy_adapter(tmp_path / "with-embeddings", tmp_path / "b")
+    tokenizer.save_pretrained(saved)
+    assert adp001(saved) == []

@@ -57,6 +57,8 @@ def v5_rope(repo: ModelRepo) -> Iterator[Problem]:
     config = repo.config
     if not _has_transformers_files(repo) or "rope_theta" in config:
         return
+    if "auto_map" not in config and not _known_to_4x(config.get("model_type")):
+        return  # 4.x refuses the config outright (model_type_support says so): it misreads nothing
     rope = config.get("rope_parameters")
     theta = rope.get("rope_theta") if isinstance(rope, dict) else None
     if not isinstance(theta, (int, float)) or isinstance(theta, bool) or float(theta) == kb.ROPE_THETA_DEFAULT_4X:
@@ -71,6 +73,14 @@ def v5_rope(repo: ModelRepo) -> Iterator[Problem]:
         f"{kb.ROPE_THETA_DEFAULT_4X:g}, so every position's rotary frequency is wrong and output degrades without "
         f"an error (vLLM, SGLang and TGI releases that bundle 4.x do the same: vLLM #42624, #44158){scaling}",
         severity="error", file="config.json", pointer="/rope_parameters", data={"rope_theta": theta})
+
+
+def _known_to_4x(model_type: object) -> bool:
+    """Whether some transformers 4.x release knows this model_type (remote code: assume it does)."""
+    if not isinstance(model_type, str):
+        return True
+    since = kb.transformers_since(model_type)
+    return since is not None and kb.version_key(since) <= kb.version_key(kb.latest_4x())
 
 
 def v5_tokenizer_class(repo: ModelRepo) -> Iterator[Problem]:

@@ -6,6 +6,7 @@ from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
 from hfdoctor import registry
+from hfdoctor.adapter_base import adapter_base
 from hfdoctor.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
@@ -15,6 +16,8 @@ from hfdoctor.weights.adapter import (READS_HIDDEN, WRITES_HIDDEN, AdapterWeight
 from hfdoctor.weights.headers import repo_weights
 
 VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
+# Names of the input and output embeddings across architectures (a saved whole tensor carries them).
+EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings", "output_layer")
 
 
 @rule("ADP001", "adapter-inconsistent", Severity.ERROR)
@@ -38,6 +41,10 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       modules target_modules does not name (PEFT ignores them, warning);
     - shapes that do not fit the base when hfdoctor knows its release (hidden size, layer
       count): error;
+    - a tokenizer with ids beyond the base's embedding rows (the base's config.json
+      vocab_size, read from --upstream DIR or the cache) while the adapter saves no
+      embeddings: the first prompt with an added token indexes past the embedding (error;
+      not reported when the base's config.json cannot be read);
     - modules_to_save or whole tensors saved beside the LoRA weights (a trained lm_head,
       resized embeddings): vLLM refuses the adapter ("only supports modules_to_save being
       None"), merge it to serve it (warning); a rank above 16 needs vLLM's --max-lora-rank
@@ -66,6 +73,7 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     yield from _target_problems(repo, self, config, weights)
     if isinstance(base, str):
         yield from _base_shape_problems(repo, self, base, weights)
+    yield from _vocab_problems(repo, self, config, weights)
     yield from _serving_problems(repo, self, config, weights)
 
 
@@ -186,6 +194,34 @@ def _base_shape_problems(repo: ModelRepo, self: Rule, base: str, weights: Adapte
             + ". It was trained on another model: PEFT's load fails with a size mismatch.",
             file=ADAPTER_CONFIG, pointer="/base_model_name_or_path",
         )
+
+
+def _saves_embeddings(config: dict[str, Any], weights: AdapterWeights) -> bool:
+    """The adapter carries (resized) embeddings: whole tensors, LoRA on them, or PEFT's trainable tokens."""
+    if any(m.embedding for m in weights.modules.values()) or config.get("trainable_token_indices"):
+        return True
+    return any(part in name for name in weights.full for part in EMBEDDING_NAMES)
+
+
+def _vocab_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
+    """The adapter's tokenizer has ids beyond the base's embedding rows and no embeddings are saved."""
+    found = adapter_base(repo)
+    if found is None or found.vocab_size is None or not repo.id_to_token or _saves_embeddings(config, weights):
+        return
+    beyond = sorted(i for i in repo.id_to_token if i >= found.vocab_size)
+    if not beyond:
+        return
+    shown = ", ".join(f"{repo.id_to_token[i]!r} ({i})" for i in beyond[:3]) + (" ..." if len(beyond) > 3 else "")
+    yield self.finding(
+        repo,
+        f"the adapter's tokenizer has {len(beyond)} token(s) beyond the {found.vocab_size:,} embedding rows of its base "
+        f"{found.repo_id} ({found.vocab_source}): {shown}, and the adapter saves no embeddings (modules_to_save "
+        f"{config.get('modules_to_save')!r}, no embed_tokens or lm_head in its weights). The first prompt holding one "
+        "of them indexes past the embedding (IndexError on CPU, a device-side assert on CUDA). Save the resized "
+        "embeddings (modules_to_save=['embed_tokens', 'lm_head'], or PEFT's save_embedding_layers=True) or ship the "
+        "base's tokenizer.",
+        file="tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json",
+    )
 
 
 def _serving_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:

@@ -5,9 +5,14 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import registry
+from hfdoctor.file_names import browser_duplicate_of
 from hfdoctor.findings import Finding, Severity
-from hfdoctor.repo import ModelRepo
+from hfdoctor.repo import METADATA_JSON_FILES, ModelRepo
 from hfdoctor.rules.base import Rule, rule
+
+# The files loaders look for by name: one saved as `name (1).ext` is never read.
+LOADER_FILES = frozenset({*METADATA_JSON_FILES, "chat_template.jinja", "tokenizer.model", "merges.txt", "README.md",
+                          "adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin"})
 
 
 @rule("CFG001", "file-unreadable", Severity.ERROR)
@@ -25,7 +30,14 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     A PEFT adapter (adapter_config.json beside adapter_model.safetensors) needs no
     config.json: its base model has one; adapter-inconsistent checks it. Neither does a
-    repository of GGUF files: each carries its architecture, tokenizer and template.
+    repository of GGUF files: each carries its architecture, tokenizer and template. The
+    Trainer's state files (training_args.bin, optimizer.pt, rng_state.pth...) are not
+    weights: a PEFT checkpoint folder (adapter + trainer state) needs no config.json either.
+
+    Also reported: a tokenizer.json that is not a tokenizer (no `model` object: a
+    placeholder; error), and a file loaders look for saved under a browser-duplicate name
+    (`tokenizer (1).json`, `generation_config (1).json`): no loader reads it (warning when
+    the real name is missing, info when it is a stray second copy).
 
     Fix: none automatic; the finding names the file, line and parser error. Rules that
     need the file are skipped (never crash) until it is repaired.
@@ -34,9 +46,10 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     for problem in repo.problems.values():
         if problem.file == "README.md" and problem.message.startswith("front matter"):
             continue  # card-metadata owns the model card's front matter
-        if problem.kind == "outside":
-            continue  # symlink-outside-repo says it
+        if problem.kind in ("outside", "lfs-pointer"):
+            continue  # symlink-outside-repo and lfs-pointer say it
         yield self.finding(repo, f"{problem.file} {problem.message}", file=problem.file, line=problem.line)
+    yield from _browser_duplicates(repo, self)
     gguf_only = all(f.endswith(".gguf") for f in repo.weight_files)  # a GGUF carries its own config
     if repo.config is None and "config.json" not in repo.problems and repo.weight_files and not repo.is_adapter \
             and not gguf_only:
@@ -46,6 +59,26 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "architecture to build. Copy config.json from the model the weights were trained from.",
             file="config.json",
         )
+
+
+def _browser_duplicates(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """`tokenizer (1).json` and the like: a file loaders look for, saved under the name a browser
+    gives a second download. No loader reads it."""
+    for rel in repo.files:
+        original = browser_duplicate_of(rel)
+        if original is None or "/" in rel or original not in LOADER_FILES:
+            continue
+        if repo.exists(original):
+            yield self.finding(
+                repo, f"{rel} is a second copy of {original} under a browser-duplicate name: no loader reads it "
+                f"(they read {original}). Delete it.", file=rel, severity=Severity.INFO,
+            )
+        else:
+            yield self.finding(
+                repo, f"{rel} is saved under a browser-duplicate name: no loader reads it, so for transformers, vLLM "
+                f"and the Hub this repository has no {original}. Rename it to {original}.",
+                file=rel, severity=Severity.WARNING,
+            )
 
 
 def _positive_int(value: object) -> bool:
@@ -67,7 +100,9 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     the other.
 
     Fix: none automatic (which side is right depends on the weights; weights-config-mismatch
-    tells). Model types transformers does not know (custom code) are reported as info.
+    tells). Model types transformers does not know (custom code) are reported as info. A
+    config.json without `architectures` beside a GGUF or a PEFT adapter (Unsloth's stub
+    `{"model_type": "llama"}`) is not reported: no loader builds a model class from it there.
     """
     config = repo.config
     if config is None:
@@ -84,14 +119,18 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
         return
     table = registry.architectures()
     known = table.get(model_type)
+    # Unsloth writes a stub config.json ({"model_type": "llama"}) beside a GGUF or a LoRA adapter: no
+    # loader builds a model class from it there (the GGUF carries its architecture, PEFT loads the base).
+    stub_is_fine = repo.is_adapter or bool(repo.weight_files) and all(f.endswith(".gguf") for f in repo.weight_files)
     if architectures is None or architectures == []:
-        yield self.finding(
-            repo,
-            f"config.json has no `architectures`: transformers falls back on model_type {model_type!r}, "
-            "but vLLM, TGI and the Hub need it to choose the model class. Add e.g. "
-            f"{(known or ['<Name>ForCausalLM'])[0]!r}.",
-            file="config.json", severity=Severity.WARNING,
-        )
+        if not stub_is_fine:
+            yield self.finding(
+                repo,
+                f"config.json has no `architectures`: transformers falls back on model_type {model_type!r}, "
+                "but vLLM, TGI and the Hub need it to choose the model class. Add e.g. "
+                f"{(known or ['<Name>ForCausalLM'])[0]!r}.",
+                file="config.json", severity=Severity.WARNING,
+            )
     elif not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
         yield self.finding(repo, "`architectures` must be a list of class names", file="config.json", pointer="/architectures")
     elif known is None:

@@ -59,8 +59,11 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     0.30.1 (ml-explore/mlx-lm#701) it reads generation_config.json's too.
 
     What is flagged:
-    - a chat model that ships weights but no generation_config.json (safe fix: create it
-      with config.json's bos/eos/pad ids plus the template's end-of-turn id, nothing else);
+    - a chat model that ships weights but no generation_config.json, when config.json's
+      eos_token_id misses the template's end of turn or the model reasons with upstream
+      sampling (safe fix: create it with config.json's bos/eos/pad ids plus the template's
+      end-of-turn id, nothing else). When config.json's eos ids already include the end of
+      turn, servers stop right without the file: nothing is reported;
     - generation_config.json stops on the end-of-turn token but config.json's
       eos_token_id does not: mlx-lm before 0.30.1 never stops (info: current engines read
       generation_config.json; safe fix: add the id to config.json);
@@ -88,7 +91,10 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     reasoning = variant is not None and variant.thinking in ("hybrid", "always") and sampling.get("do_sample") is True
     gen = repo.generation_config
     if gen is None:
-        if chat and (repo.weight_files or repo.weight_dirs):
+        cfg_eos = as_id_list(config.get("eos_token_id"))
+        # Harm only when config.json's eos misses the end of turn, or greedy decoding loops a reasoning model.
+        harm = (stop is not None and stop[1] not in cfg_eos) or reasoning
+        if chat and harm and (repo.weight_files or repo.weight_dirs):
             yield _missing(repo, self, config, stop, sampling if reasoning else {})
         return
     gen_eos, cfg_eos = as_id_list(gen.get("eos_token_id")), as_id_list(config.get("eos_token_id"))

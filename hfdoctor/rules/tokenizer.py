@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
+from hfdoctor.adapter_base import adapter_base
 from hfdoctor import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.edits.json_edits import json_add_to_id_list
@@ -23,6 +24,9 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     token makes transformers index past the embedding or stop on a random token.
     When tokenizer_config.json and special_tokens_map.json name different tokens, tools
     that read one file (TGI, llama.cpp converters) disagree with those that read the other.
+    transformers reads tokenizer_config.json's, except when it has no added_tokens_decoder
+    (the legacy layout): then special_tokens_map.json overrides it, and a null there
+    (`"pad_token": null` overridden by the map's token) is info.
     config.json and generation_config.json giving other eos ids (sharing none) is a
     warning; another bos id is info unless the tokenizer's bos is in neither; pad: info.
 
@@ -36,7 +40,9 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if token is None or vocab is None:
             continue
         if token not in vocab:
-            where = "tokenizer_config.json" if key in (repo.tokenizer_config or {}) else "special_tokens_map.json"
+            in_map = key in (repo.special_tokens_map or {}) and (repo.special_tokens_map_overrides
+                                                                 or key not in (repo.tokenizer_config or {}))
+            where = "special_tokens_map.json" if in_map else "tokenizer_config.json"
             yield self.finding(
                 repo,
                 f"{key} {token!r} is not a token of the vocabulary ({len(vocab)} entries): it will be split "
@@ -47,6 +53,17 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     for key in SPECIAL_TOKEN_KEYS:
         a, b = token_content(tc.get(key)), token_content(stm.get(key))
         if key in tc and key in stm and a != b:
+            if repo.special_tokens_map_overrides:
+                # transformers merges special_tokens_map.json over tokenizer_config.json here.
+                yield self.finding(
+                    repo,
+                    f"{key} is {a!r} in tokenizer_config.json but {b!r} in special_tokens_map.json: transformers "
+                    "uses the second (tokenizer_config.json has no added_tokens_decoder, so special_tokens_map.json "
+                    "overrides it); tools that read only tokenizer_config.json see the first.",
+                    file="tokenizer_config.json", pointer=f"/{key}",
+                    severity=Severity.INFO if a is None else Severity.WARNING,
+                )
+                continue
             yield self.finding(
                 repo,
                 f"{key} is {a!r} in tokenizer_config.json but {b!r} in special_tokens_map.json: transformers uses the "
@@ -284,6 +301,13 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     info for a checkpoint that says it is pre-trained (a base model: its template is for
     the fine-tunes built on it, and it is not served as a chat model).
 
+    A PEFT adapter (no config.json, no generation_config.json: by design) stops where its
+    base model stops: its end of turn is judged by the base's stop ids, read from the base's
+    files in --upstream DIR or the Hugging Face cache, else from what hfdoctor's registry knows
+    of the release (a chat release stops on its family's end-of-turn tokens). A base that
+    stops elsewhere is a warning with no fix (the adapter cannot change it); a base hfdoctor
+    cannot identify or read is info ("cannot verify without the base model").
+
     Fix (safe): add the end-of-turn id to generation_config.json's eos_token_id, keeping
     the ids already there. Only ever a control token's id.
     """
@@ -302,6 +326,9 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "strings; make sure the model emits an eos token after its replies, or end turns with one.",
             file=template.file, pointer=template.pointer, severity=Severity.INFO,
         )
+        return
+    if repo.is_adapter and repo.config is None and repo.generation_config is None:
+        yield from _adapter_turn_end(repo, self, found.stops or (found.token,), template)
         return
     eos_ids = repo.eos_ids
     names = ", ".join(f"{i} ({repo.id_to_token.get(i, '?')})" for i in eos_ids) or "nothing"
@@ -336,6 +363,43 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         file=source, pointer="/eos_token_id",
         severity=Severity.ERROR if chat else Severity.WARNING,
         fix=_add_eos_fix(repo, source, found.token_id), facets=(Facet.CHAT_ONLY,),
+    )
+
+
+def _adapter_turn_end(repo: ModelRepo, self: Rule, needed: tuple[str, ...], template) -> Iterator[Finding]:
+    """An adapter stops where its base model stops: judge the template's end of turn by the base's
+    stop ids (its files, else what the registry knows of the release), never by files an adapter
+    does not have."""
+    base = adapter_base(repo)
+    token = needed[0]
+    token_id = repo.token_id(token)
+    if base is None or token_id is None:
+        return
+    if base.eos_ids is not None:
+        if token_id in base.eos_ids:
+            return
+        stops = ", ".join(f"{i} ({repo.id_to_token.get(i, '?')})" for i in base.eos_ids) or "nothing"
+        because = f"the base model {base.repo_id} stops generation on {stops} ({base.eos_source})"
+    elif base.stop_tokens:
+        if token in base.stop_tokens:
+            return
+        because = (f"the base model {base.repo_id} ({base.family.display} chat release) stops on "
+                   f"{', '.join(base.stop_tokens)}")
+    else:
+        yield self.finding(
+            repo,
+            f"this PEFT adapter's chat template ends each assistant turn with {token!r} (id {token_id}); an adapter "
+            "stops where its base model stops, and hfdoctor " + base.cannot_verify("that the base stops on it")
+            + ".", file=template.file, pointer=template.pointer, severity=Severity.INFO,
+        )
+        return
+    yield self.finding(
+        repo,
+        f"this PEFT adapter's chat template ends each assistant turn with {token!r} (id {token_id}), but {because}: "
+        "PEFT, vLLM (--enable-lora) and TGI take the stop ids from the base, so replies run past the end of the "
+        f"turn until max_tokens. An adapter cannot change them: serve it with {token!r} as a stop token, or "
+        "train it on the base's template.",
+        file=template.file, pointer=template.pointer, severity=Severity.WARNING, facets=(Facet.CHAT_ONLY,),
     )
 
 

@@ -11,11 +11,12 @@ import re
 from typing import Iterator
 
 from hfdoctor import registry
+from hfdoctor.file_names import is_training_state
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.weights.compare import compare
-from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, repo_weights
+from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, parse_lfs_pointer, repo_weights
 from hfdoctor.weights.layout import looks_like, repo_layout
 
 EXAMPLES = 3
@@ -89,8 +90,10 @@ def weights_index_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     tensor stored in two shards, and a shard-named file the index does not name.
 
     A folder with the index but none of the shards (metadata only, e.g. downloaded with
-    allow_patterns) is not an error: the weights are simply not checked, which the report's
-    `weights` section says.
+    allow_patterns, or a git repository that publishes the weights elsewhere) is not an
+    error: the weights are simply not checked, which an info finding and the report's
+    `weights` section say. An index whose weight_map is empty (a placeholder) is an error:
+    loaders that read it load nothing.
 
     Example: a re-shard to 4 files left model.safetensors.index.json naming 5.
 
@@ -113,10 +116,18 @@ def weights_index_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]
 def _check_safetensors_index(repo, self: Rule, view, present: set[str], has_safetensors: bool) -> Iterator[Finding]:
     weight_map = view.index
     shards = sorted(set(weight_map.values()))
+    if not weight_map:
+        yield self.finding(
+            repo, f"{INDEX_FILE}'s weight_map is empty (a placeholder?): loaders that read the index load no tensor "
+            "at all, and every weight of the model is left at its random initialisation.",
+            file=INDEX_FILE, pointer="/weight_map",
+        )
+        return
     missing = [s for s in shards if s not in present]
     if missing and len(missing) == len(shards) and not has_safetensors:
         _note(repo, "note", f"{INDEX_FILE} names {len(shards)} shard(s), none of which is in this checkout: "
                             "weights not checked")
+        yield _no_shards(repo, self, INDEX_FILE, shards)
         return
     if missing:
         lost = sum(1 for s in weight_map.values() if s in missing)
@@ -194,6 +205,16 @@ def _check_safetensors_index(repo, self: Rule, view, present: set[str], has_safe
             )
 
 
+def _no_shards(repo: ModelRepo, self: Rule, index_file: str, shards: list[str]) -> Finding:
+    """Info: the index names shards, none of which is here (a metadata-only download, or a git
+    repository that publishes the weights elsewhere): nothing checked, and this folder does not load."""
+    return self.finding(
+        repo, f"{index_file} names {len(shards)} shard(s) ({_listing(shards, 2)}) and none of them is in this folder: "
+        "the weights were not checked, and loading from this folder fails until they are downloaded.",
+        file=index_file, pointer="/weight_map", severity=Severity.INFO,
+    )
+
+
 def _check_bin_index(repo: ModelRepo, self: Rule, present: set[str]) -> Iterator[Finding]:
     if not repo.exists(BIN_INDEX_FILE):
         return
@@ -209,6 +230,8 @@ def _check_bin_index(repo: ModelRepo, self: Rule, present: set[str]) -> Iterator
     if len(missing) == len(shards) and not any(f.endswith(".bin") for f in files):
         _note(repo, "bin_note", f"{BIN_INDEX_FILE} names {len(shards)} shard(s), none of which is in this "
                                 "checkout: not checked")
+        if not repo.exists(INDEX_FILE):  # one finding per folder: the safetensors index says it already
+            yield _no_shards(repo, self, BIN_INDEX_FILE, shards)
         return
     yield self.finding(
         repo,
@@ -373,7 +396,7 @@ def _human_bytes(size: int | None) -> str:
 
 @rule("WGT005", "lfs-pointer", Severity.WARNING)
 def lfs_pointer(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """A weight file is a git-lfs pointer, not the data; weight rules skip it.
+    """A weight file (or a metadata file: tokenizer.json...) is a git-lfs pointer, not the data; rules skip it.
 
     Why: a clone without git-lfs (or with GIT_LFS_SKIP_SMUDGE=1, common in CI and pre-push
     checks) leaves ~130-byte pointer files where the weights should be. The repository on
@@ -383,11 +406,26 @@ def lfs_pointer(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     pointer text as the weights.
 
     Example: model-00001-of-00004.safetensors is "version https://git-lfs.github.com/spec/v1
-    oid sha256:... size 4976698672".
+    oid sha256:... size 4976698672". A tokenizer.json stored in LFS is reported the same
+    way (never as invalid JSON); the Trainer's state files (training_args.bin, optimizer.pt)
+    are not reported: nothing that serves the model loads them.
 
     Fix: none automatic; run `git lfs pull` to fetch the data.
     """
+    for problem in repo.problems.values():
+        if problem.kind == "lfs-pointer":
+            pointer = parse_lfs_pointer(repo.raw(problem.file) or b"", problem.file)
+            oid = pointer.oid if pointer and pointer.oid else "no oid"
+            yield self.finding(
+                repo,
+                f"{problem.file} is a git-lfs pointer ({oid}, {_human_bytes(pointer.size if pointer else None)}), not "
+                "the file: this checkout has no LFS data, so the rules that read it skip it. Run `git lfs pull` "
+                "before loading or uploading this folder.",
+                file=problem.file,
+            )
     for rel, pointer in sorted(repo_weights(repo).pointers.items()):
+        if is_training_state(rel):
+            continue  # the Trainer's state: nothing loads it to serve the model
         yield self.finding(
             repo,
             f"{rel} is a git-lfs pointer ({pointer.oid or 'no oid'}, {_human_bytes(pointer.size)}), not the weights: "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
+from hfdoctor.adapter_base import adapter_base
 from hfdoctor.edits.json_edits import json_set_value
 from hfdoctor.edits.template_edits import missing_template_fix
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
@@ -27,7 +28,10 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     A model counts as chat/instruct when its eos token is an end-of-turn marker, its
     generation config stops on one, its card says so (tags, base_model), or its family
-    only ships chat models. A base model without a template is not reported.
+    only ships chat models. A base model without a template is not reported, nor is a PEFT
+    adapter of a pre-trained base (trained with a plain-text prompt such as Alpaca's
+    "### Instruction:", where `</s>` is the end of a document, not of a turn); an adapter
+    whose base hfdoctor cannot identify is info ("cannot verify without the base model").
 
     Fix (safe): insert the canonical template of the detected family variant: the text
     hfdoctor ships (upstream_templates/templates/, verified against the sha256 its
@@ -46,6 +50,16 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     reasons = lineage_mod.chat_evidence(repo, lineage.family_ref, lineage.variant_ref)
     if not reasons:
         return
+    base = adapter_base(repo)
+    if base is not None and base.pretrained is not False:
+        if base.pretrained is None:
+            yield self.finding(
+                repo, "no chat template in this PEFT adapter (" + "; ".join(reasons[:2]) + "), and hfdoctor "
+                + base.cannot_verify("whether its base is a chat model (an adapter trained with a plain-text "
+                                     "prompt on a pre-trained base needs no template)") + ".",
+                file="tokenizer_config.json" if repo.tokenizer_config is not None else None, severity=Severity.INFO,
+            )
+        return  # an adapter of a pre-trained base, prompted with plain text: its `</s>` ends a document
     fix, fix_note = _template_fix(repo, lineage)
     target = "tokenizer_config.json" if repo.tokenizer_config is not None else None
     yield self.finding(
