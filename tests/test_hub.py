@@ -239,7 +239,7 @@ def model_git_repo(tmp_path) -> Path:
     data = (repo / "tokenizer.json").read_bytes()
     oid = hashlib.sha256(data).hexdigest()
     store = repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4]
-    store.mkdir(parents=True)
+    store.mkdir(parents=True, exist_ok=True)  # a global `git lfs install` stored it already
     (store / oid).write_bytes(data)
     pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n"
     blob = subprocess.run(["git", "-C", str(repo), "hash-object", "-w", "--stdin"], input=pointer.encode(),

@@ -36,6 +36,8 @@ HEX = frozenset(string.hexdigits.lower())
 # The most of one plain blob a ranged read pulls into memory (the pickle scanner reads up
 # to 64 MB of a file; headers are far smaller).
 MAX_BLOB_PREFIX = 128 * 1024 * 1024
+MAX_CONTROL_FILE = 1024 * 1024  # .git/config, objects/info/alternates
+MAX_GIT_DIR_ENTRIES = 1_000_000  # what is looked at below .git for links that leave it
 
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> bytes:
@@ -50,6 +52,78 @@ def _git(cwd: Path, *args: str, stdin: str | None = None) -> bytes:
     if done.returncode != 0:
         raise SourceError(f"git {' '.join(args[:2])} failed: {done.stderr.decode(errors='replace').strip()[:300]}")
     return done.stdout
+
+
+def own_repository(directory: Path) -> tuple[Path, Path]:
+    """(work tree, .git directory) of the repository git finds from `directory`, both real
+    paths, when every object git would read lies in that .git directory; SourceError otherwise.
+
+    git would also read objects from elsewhere: through a `.git` that is a file (a worktree
+    or submodule: `gitdir: ../../elsewhere`), `objects/info/alternates` (another repository's
+    object store), a link inside .git that leaves it, or a configuration file it includes.
+    Each is refused here, before git runs, so that no outside object, ref or file can reach
+    a report. (hooks/ is not looked at: git runs no hook for hfdoctor.)"""
+    real = Path(os.path.realpath(directory))
+    for top in (real, *real.parents):
+        dot_git = top / ".git"
+        if os.path.lexists(dot_git):
+            break
+    else:
+        raise SourceError("is not inside a git repository")
+    if dot_git.is_symlink() or not dot_git.is_dir():
+        raise SourceError(f"{dot_git} is not a directory (a worktree, a submodule, or a link to another "
+                          "repository's): hfdoctor reads only a repository's own .git directory; check the main "
+                          "work tree, or this folder without --git-rev")
+    config = _small_file(dot_git / "config")
+    if any(line.strip().lower().startswith(("[include", "[includeif")) for line in config.splitlines()):
+        raise SourceError(f"{dot_git / 'config'} includes another configuration file: hfdoctor reads only a "
+                          "repository's own files")
+    alternates = _small_file(dot_git / "objects" / "info" / "alternates")
+    if any(line.strip() and not line.startswith("#") for line in alternates.splitlines()):
+        raise SourceError(f"{dot_git} borrows objects from another repository (objects/info/alternates): hfdoctor "
+                          "reads only a repository's own objects; `git repack -a -d` and removing that file makes "
+                          "them its own")
+    leaving = _link_leaving(dot_git)
+    if leaving is not None:
+        raise SourceError(f"{leaving} is a symbolic link out of {dot_git}: hfdoctor reads only a repository's own files")
+    return top, dot_git
+
+
+def _small_file(path: Path) -> str:
+    """A git control file's text ("" when it is absent); SourceError when it cannot be one."""
+    if not os.path.lexists(path):
+        return ""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_CONTROL_FILE:
+            raise SourceError(f"{path} is not a git control file hfdoctor reads")
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError as err:
+        raise SourceError(f"{path} cannot be read: {err.strerror or err}") from None
+
+
+def _link_leaving(git_dir: Path) -> Path | None:
+    """The first symbolic link below `git_dir` (hooks/ aside) whose target is outside it."""
+    pending, seen = [git_dir], 0
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                children = list(listing)
+        except OSError as err:
+            raise SourceError(f"{folder} cannot be listed: {err.strerror or err}") from None
+        for child in children:
+            seen += 1
+            if seen > MAX_GIT_DIR_ENTRIES:
+                raise SourceError(f"{git_dir} holds more than {MAX_GIT_DIR_ENTRIES:,} files (loose objects): "
+                                  "`git gc` packs them")
+            path = Path(child.path)
+            if child.is_symlink():
+                real = os.path.realpath(path)
+                if not (real == str(git_dir) or real.startswith(str(git_dir) + os.sep)):
+                    return path
+            elif child.is_dir(follow_symlinks=False) and not (folder == git_dir and child.name == "hooks"):
+                pending.append(path)
+    return None
 
 
 def lfs_oid(pointer: bytes) -> tuple[str, int] | None:
@@ -72,12 +146,19 @@ class GitSource(Source):
         self.since = since
         self.directory = Path(directory)
         if not self.directory.is_dir():
-            raise SourceError(f"{directory}: no such directory")
+            raise SourceError("no such directory")
+        top, git_dir = own_repository(self.directory)
         self.top = Path(_git(self.directory, "rev-parse", "--show-toplevel").decode().strip())
+        reported = [Path(_git(self.directory, "rev-parse", flag).decode().strip()) for flag in
+                    ("--absolute-git-dir", "--git-common-dir")]
+        if os.path.realpath(self.top) != str(top) or any(
+                os.path.realpath(p if p.is_absolute() else self.directory / p) != str(git_dir) for p in reported):
+            raise SourceError(f"git does not take {git_dir} as this repository's own (core.worktree or a "
+                              "worktree setting points elsewhere): hfdoctor reads only a repository's own objects")
         self.prefix = _git(self.directory, "rev-parse", "--show-prefix").decode().strip()
         self.commit = _git(self.directory, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
-        common = Path(_git(self.directory, "rev-parse", "--git-common-dir").decode().strip())
-        self.lfs_objects = (common if common.is_absolute() else self.directory / common) / "lfs" / "objects"
+        self.git_dir = git_dir
+        self.lfs_objects = git_dir / "lfs" / "objects"
         self.revision = {"requested": rev, "commit": self.commit}
         self._prefixes: dict[str, bytes] = {}  # blob sha -> the bytes read of it so far
 
@@ -125,6 +206,14 @@ class GitSource(Source):
     def _lfs_path(self, oid: str) -> Path:
         return self.lfs_objects / oid[:2] / oid[2:4] / oid
 
+    def _lfs_object(self, oid: str, size: int) -> bool:
+        """Whether the LFS object is in this repository's own store, whole (no link, as git-lfs writes it)."""
+        path = self._lfs_path(oid)
+        try:
+            return path.is_file() and not path.is_symlink() and path.stat().st_size == size
+        except OSError:
+            return False
+
     @cached_property
     def _entries(self) -> dict[str, Entry]:
         found: dict[str, Entry] = {}
@@ -140,8 +229,7 @@ class GitSource(Source):
                 blob = self._blob(sha, LFS_POINTER_MAX)
                 pointer = lfs_oid(blob) if blob.startswith(LFS_PREFIX) else None
                 if pointer is not None:
-                    path = self._lfs_path(pointer[0])
-                    if path.is_file() and not path.is_symlink() and path.stat().st_size == pointer[1]:
+                    if self._lfs_object(*pointer):
                         size, lfs = pointer[1], pointer
             found[rel] = Entry(rel, "file", size=size, lfs=lfs)
         return found
