@@ -85,7 +85,8 @@ def own_repository(directory: Path) -> tuple[Path, Path]:
                           "them its own")
     leaving = _link_leaving(dot_git)
     if leaving is not None:
-        raise SourceError(f"{leaving} is a symbolic link out of {dot_git}: hfdoctor reads only a repository's own files")
+        raise SourceError(f"{leaving} is a symbolic link out of {dot_git}: hfdoctor reads only a repository's own "
+                          "files")
     return top, dot_git
 
 
