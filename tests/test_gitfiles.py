@@ -202,7 +202,8 @@ def test_ignore_files_of_many_folders_are_each_applied_below_their_folder(tmp_pa
         (root / f"d{i}" / ".gitignore").write_text(f"*.tmp\nonly{i}\n")
         files += [f"d{i}/.gitignore", f"d{i}/a.tmp", f"d{i}/only{i}", f"d{i}/only{i + 1}"]
     found = gitfiles.committable(root, files)
-    assert found == {f for f in files if not f.endswith(".tmp") and f.rpartition("/")[2] != f"only{f[1:].split('/')[0]}"}
+    own = {f"d{i}/only{i}" for i in range(2_000)}  # each folder's own name, ignored below it only
+    assert found == {f for f in files if not f.endswith(".tmp") and f not in own}
 
 
 def test_git_files_reached_through_a_link_that_leaves_are_not_read(tmp_path):
