@@ -169,3 +169,15 @@ def test_hooks_that_are_links_do_not_refuse_a_repository(tmp_path):
     from hfdoctor.sources.git import GitSource
 
     assert list(GitSource(repo, "HEAD").entries()) == ["config.json"]
+
+
+@pytest.mark.parametrize("rev", ["--output=/tmp/x", "-h", ""])
+def test_a_git_rev_that_is_an_option_is_refused_before_git_runs(tmp_path, rev):
+    from hfdoctor.sources.base import SourceError
+    from hfdoctor.sources.git import GitSource
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    with pytest.raises(SourceError, match="is not a revision"):
+        GitSource(repo, rev)

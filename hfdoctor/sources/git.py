@@ -144,6 +144,8 @@ class GitSource(Source):
         # since: the remote's commit of a push (the pre-push hook), or all zeros for a new
         # branch; then `pushed` lists the blobs of every pushed commit, not only the tip's.
         history.check_since(since)
+        if not rev or rev.startswith("-") or not rev.isprintable():
+            raise SourceError(f"--git-rev {rev[:60]!r} is not a revision (it must not start with '-')")
         self.since = since
         self.directory = Path(directory)
         if not self.directory.is_dir():
