@@ -355,3 +355,26 @@ def test_an_encoded_body_is_never_decompressed(hub, monkeypatch):
         source.read("tokenizer.json")
     assert source.bytes_read() <= len(bomb)
     assert source.read("config.json").startswith(b"{")
+
+
+def test_a_bz2_bomb_served_by_the_hub_stays_within_a_gigabyte(hub, tmp_path):
+    """796 bytes of bzip2 that expand to 1 GiB, served as model.pkl.bz2: the scanner's own
+    output cap (hfdoctor.modelfiles.containers) bounds it; the check answers, with a finding,
+    within 1 GB of memory. (The transport never inflates anything: see above.)"""
+    import bz2
+
+    compressor = bz2.BZ2Compressor(9)
+    parts = [compressor.compress(b"\x80\x02" + b"\0" * (1 << 20))]
+    parts += [compressor.compress(b"\0" * (1 << 20)) for _ in range(1023)]
+    bomb = b"".join(parts) + compressor.flush()
+    hub.repos["acme/bomb"] = HubRepo({**folder_files(UPSTREAM / "Qwen--Qwen3-8B"), "model.pkl.bz2": bomb})
+    script = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+              "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(p.stdout)")
+    proc = subprocess.run([sys.executable, "-c", script, sys.executable, "-m", "hfdoctor", "check", "acme/bomb",
+                           "--select", "unsafe-pickle", "--format", "json"], capture_output=True, text=True,
+                          env={**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0"}, timeout=120)
+    first, _, body = proc.stdout.partition("\n")
+    code, peak_kb = map(int, first.split())
+    assert code in (0, 1) and peak_kb < 1024 * 1024, (code, peak_kb)
+    assert [f["file"] for f in json.loads(body)["findings"]] == ["model.pkl.bz2"]
+    assert hub.sent_files.get(("acme/bomb", "model.pkl.bz2"), 0) <= 2 * len(bomb)  # a header window, then the file
