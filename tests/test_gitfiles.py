@@ -229,3 +229,40 @@ def test_git_files_that_are_links_are_not_read(tmp_path, name):
         assert gitfiles.tracked_paths(root / ".git") is None
     else:
         assert gitfiles._read_limited(root / ".git" / "config", 1 << 20, root) is None
+
+
+def test_check_of_a_work_tree_with_a_hostile_index_and_ignore_flood(tmp_path):
+    """The whole command on a work tree holding both: a version 4 index whose paths grow and
+    10,000 wildcard ignore patterns over 5,000 files. Under the audit hook: exit 0 or 1,
+    nothing read outside the repository, nothing written, within 1 GB."""
+    import json
+    import shutil
+    import sys
+
+    from conftest import UPSTREAM
+
+    repo = tmp_path / "repo"
+    shutil.copytree(UPSTREAM / "Qwen--Qwen3-8B", repo)
+    entry = b"\0" * 60 + struct.pack(">H", 1) + b"\x00" + b"a\0"
+    count = 2 * 1024 * 1024 // len(entry)
+    write_index(repo, b"DIRC" + struct.pack(">II", 4, count) + entry * count)
+    (repo / ".gitignore").write_text("".join(f"*x{i}y*\n" for i in range(10_000)))
+    for i in range(5_000):
+        (repo / f"d{i % 50}").mkdir(exist_ok=True)
+        (repo / f"d{i % 50}" / f"f{i}.txt").write_bytes(b"x")
+    log = tmp_path / "audit.log"
+    audit_run = Path(__file__).resolve().parent / "audit_run.py"
+    script = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+              "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(p.stdout)")
+    proc = subprocess.run([sys.executable, "-c", script, sys.executable, str(audit_run), str(log), "--", "check",
+                           str(repo), "--format", "json"], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    first, _, body = proc.stdout.partition("\n")
+    code, peak_kb = map(int, first.split())
+    assert code in (0, 1) and peak_kb < 1024 * 1024, (code, peak_kb, proc.stderr[-2000:])
+    assert not json.loads(body).get("internal_errors")
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        assert event["event"] != "open-write" or event["args"][0] == os.devnull, event
+        if event["event"] == "open-read" and str(event["args"][0]).startswith(str(tmp_path)):
+            assert Path(event["args"][0]).resolve().is_relative_to(repo.resolve()), event
