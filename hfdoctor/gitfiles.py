@@ -10,9 +10,13 @@ reads git's own files instead, as data:
 - .gitattributes lines that route files through git-lfs.
 
 Patterns are git's wildmatch, translated to RE2 (hfdoctor.patterns): matching is linear in
-the path whatever the pattern, and a pattern RE2 refuses matches nothing. A `.git` that is
-a file (a worktree or submodule) or an index this reader does not know gives None:
-"unknown", and the rule that asked says nothing.
+the path whatever the pattern, and a pattern RE2 refuses matches nothing. Every reading is
+bounded and one pass: the index by size and by how far a version 4 index's paths expand,
+the ignore rules by bytes, lines and a count of pattern matches (RuleSet answers names,
+paths and `*.ext` by lookup, so real ignore files cost almost nothing). A `.git` that is a
+file (a worktree or submodule), a file reached through a link that leaves, an index this
+reader does not know, or rules past a bound give None: "unknown", and the rule that asked
+says nothing.
 """
 
 from __future__ import annotations

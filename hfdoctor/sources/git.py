@@ -8,6 +8,10 @@ when it is 64 hexadecimal digits (a pointer is repository data: `oid sha256:../.
 not become a path). Symbolic links are followed inside the tree; one that leaves it is an
 `outside` entry, never read.
 
+Only the repository's own objects are read: a `.git` that is a file (worktree, submodule),
+objects/info/alternates, a link that leaves .git, or an included configuration file would
+make git read another repository's, and is refused before git runs (own_repository).
+
 git runs hardened (hfdoctor.programs): no global or system configuration, and no setting
 of the repository's own .git/config that runs a program (fsmonitor, hooks, filters,
 textconv, transports). Nothing here writes. A blob is read at most once, by one process,

@@ -1,12 +1,13 @@
 """TARGET text -> a Source: a directory, a Hub repo at a revision, or a git commit.
 
 - `--git-rev REV DIR`: the tree of commit REV of the git repository at DIR (GitSource).
-- an existing directory: read from disk (LocalSource).
+- an existing directory: read from disk (LocalSource); a `.gguf` file: that file alone.
 - `ORG/NAME`, `ORG/NAME@REV`, or `--revision REV`: a Hub repo (HubSource), always at the
   revision's current commit; nothing is cached unless `cache=True`. With
   HF_HUB_OFFLINE=1, the local HF cache's snapshot of that revision, only when it is
   complete for what the rules read (each file is there, or huggingface_hub recorded it
-  as absent in `.no_exist/`), and the report names its commit.
+  as absent in `.no_exist/`), and the report names its commit. Every revision is checked
+  first (hfdoctor.sources.revisions): what reaches a cache path stays in the cache.
 - anything else that looks like a path (`./x`, `/x`, `~/x`, `checkpoints/x` where
   `checkpoints/` exists here, more than one slash) is a missing directory, never sent to
   the Hub as a repo id.
