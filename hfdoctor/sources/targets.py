@@ -130,8 +130,8 @@ def cached_snapshot(repo_id: str, revision: str | None) -> Source:
     commit = rev if is_commit_id(rev) else _ref_commit(folder, rev)
     snapshot = folder / "snapshots" / commit if commit is not None else None
     if snapshot is None or snapshot.is_symlink() or not snapshot.is_dir():
-        raise SourceError(f"offline (HF_HUB_OFFLINE) and revision {rev!r} is not in the local HF cache "
-                          f"({hf_cache_dir()})")
+        named = f"its revision {rev!r}" if revision else "it"
+        raise SourceError(f"offline (HF_HUB_OFFLINE) and {named} is not in the local HF cache ({hf_cache_dir()})")
     absent = folder / ".no_exist" / commit
     needed = list(RULE_FILES)
     if not (snapshot / "tokenizer.json").exists() and not (absent / "tokenizer.json").exists():
