@@ -109,15 +109,15 @@ CASES = {"gitdir_file": gitdir_file, "alternates": alternates, "objects_link": o
          "included_config": included_config}
 
 
-def audited(repo: Path, log: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+def audited(repos: list[Path], log: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, str(AUDIT_RUN), str(log), "--", "check", str(repo), *args, "--format", "json"]
+    cmd = [sys.executable, str(AUDIT_RUN), str(log), "--", "check", *map(str, repos), *args, "--format", "json"]
     proc = subprocess.run(cmd, cwd=log.parent, capture_output=True, text=True, env=env, timeout=240)
     events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return proc, events
 
 
-def assert_contained(events: list[dict], repo: Path, case_root: Path) -> None:
+def assert_contained(events: list[dict], repos: list[Path], case_root: Path) -> None:
     for event in events:
         kind, args = event["event"], event["args"]
         assert kind not in ("socket.connect", "socket.getaddrinfo", "http.client.connect", "os.remove", "os.rename",
@@ -128,22 +128,23 @@ def assert_contained(events: list[dict], repo: Path, case_root: Path) -> None:
         if kind == "open-read":
             path = Path(str(args[0]))
             if path.is_absolute() and path.resolve().is_relative_to(case_root.resolve()):
-                assert path.resolve().is_relative_to(repo.resolve()), event
+                assert any(path.resolve().is_relative_to(repo.resolve()) for repo in repos), event
 
 
-@pytest.mark.parametrize("name,since", [(name, None) for name in sorted(CASES)]
-                         + [("alternates", "0" * 40), ("gitdir_file", "0" * 40)])  # the pre-push path
-def test_objects_of_another_repository_are_never_read(tmp_path, name, since):
-    case_root = tmp_path / "case"
-    repo = CASES[name](case_root)
+@pytest.mark.parametrize("since", [None, "0" * 40])  # --git-rev alone, and the pre-push path
+def test_objects_of_another_repository_are_never_read(tmp_path, since):
+    """Every case in one audited command (several targets): each is its own exit-2 error."""
+    repos = [CASES[name](tmp_path / name) for name in sorted(CASES)]
     args = ["--git-rev", "HEAD"] + (["--git-since", since] if since else [])
-    proc, events = audited(repo, tmp_path / "audit.log", *args)
+    proc, events = audited(repos, tmp_path / "audit.log", *args)
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert SECRET_NAME not in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    message = json.loads(proc.stdout)["error"]
-    assert "hfdoctor reads only a repository's own" in message, message
-    assert_contained(events, repo, case_root)
+    results = json.loads(proc.stdout)
+    assert [r["target"] for r in results] == [str(repo) for repo in repos]
+    for name, result in zip(sorted(CASES), results):
+        assert "hfdoctor reads only a repository's own" in result.get("error", ""), (name, result)
+    assert_contained(events, repos, tmp_path)
 
 
 def test_the_repository_itself_is_still_read(tmp_path):
@@ -151,10 +152,10 @@ def test_the_repository_itself_is_still_read(tmp_path):
     other = outside_repository(tmp_path / "case")
     repo = tmp_path / "case" / "repo"
     git(tmp_path, "clone", "-q", "--no-local", str(other), str(repo))
-    proc, events = audited(repo, tmp_path / "audit.log", "--git-rev", "HEAD")
+    proc, events = audited([repo], tmp_path / "audit.log", "--git-rev", "HEAD")
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert SECRET_NAME in proc.stdout  # its own commit holds the payload: found
-    assert_contained(events, repo, tmp_path / "case")
+    assert_contained(events, [repo], tmp_path / "case")
 
 
 def test_hooks_that_are_links_do_not_refuse_a_repository(tmp_path):
