@@ -378,3 +378,16 @@ def test_a_bz2_bomb_served_by_the_hub_stays_within_a_gigabyte(hub, tmp_path):
     assert code in (0, 1) and peak_kb < 1024 * 1024, (code, peak_kb)
     assert [f["file"] for f in json.loads(body)["findings"]] == ["model.pkl.bz2"]
     assert hub.sent_files.get(("acme/bomb", "model.pkl.bz2"), 0) <= 2 * len(bomb)  # a header window, then the file
+
+
+@pytest.mark.parametrize("commit,name", [("../../../escaped", "config.json"), (None, "../../escaped.json"),
+                                         (None, "/etc/passwd"), (None, "a//b.json")])
+def test_a_hub_answer_that_names_paths_outside_is_refused(hub, tmp_path, commit, name):
+    """A hostile endpoint's listing: its commit id joins a cache folder (--cache) and its file
+    names join folders (fix --pr's scratch copy); neither is taken unless it is one."""
+    files = {**folder_files(UPSTREAM / "Qwen--Qwen3-8B"), name: b"{}"}
+    hub.repos["acme/odd"] = HubRepo(files, commits=[commit] if commit else [])
+    proc = cli("check", "acme/odd", "--cache", "--format", "json", env={"HF_HUB_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    assert "answered a commit id that is not one" in proc.stdout or "no repository can hold" in proc.stdout
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "cache").exists()

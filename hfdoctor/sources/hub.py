@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from hfdoctor.sources.base import MB, Entry, Source, SourceError, Unreadable, read_limit
-from hfdoctor.sources.revisions import check_revision
+from hfdoctor.sources.revisions import check_revision, is_commit_id
 
 # A safetensors header of an 8B model is ~20 KB; one request of this size usually holds it.
 HEAD_WINDOW = 256 * 1024
@@ -56,9 +56,17 @@ class HubSource(Source):
         self.requests = 0
         self._head: dict[str, bytes] = {}  # the first HEAD_WINDOW bytes of weight files
         info = self._model_info()
+        # The answer is checked as a request's would be: the commit pins every later URL
+        # (and names a cache folder with --cache), and a listed path is joined to folders.
+        if not isinstance(info.sha, str) or not is_commit_id(info.sha):
+            raise SourceError(f"the Hub at {self.endpoint} answered a commit id that is not one: "
+                              f"{str(info.sha)[:60]!r}")
         self.commit: str = info.sha
         self.revision = {"requested": revision or "main", "commit": info.sha}
         self._files = {s.rfilename: s for s in info.siblings or []}
+        leaving = next((name for name in self._files if not _relative_path(name)), None)
+        if leaving is not None:
+            raise SourceError(f"the Hub at {self.endpoint} listed a file path no repository can hold: {leaving[:80]!r}")
 
     @property
     def label(self) -> str:
@@ -177,6 +185,13 @@ class HubSource(Source):
 
     def bytes_read(self) -> int:
         return self.downloaded
+
+
+def _relative_path(name: object) -> bool:
+    """A path git could hold: relative, `/`-separated, no empty, `.` or `..` part, no NUL."""
+    if not isinstance(name, str) or not name or "\0" in name or name.startswith("/"):
+        return False
+    return not any(part in ("", ".", "..") for part in name.split("/"))
 
 
 def _status(err: Exception) -> str:
