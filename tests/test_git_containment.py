@@ -182,3 +182,24 @@ def test_a_git_rev_that_is_an_option_is_refused_before_git_runs(tmp_path, rev):
     git(repo, "init", "-q")
     with pytest.raises(SourceError, match="is not a revision"):
         GitSource(repo, rev)
+
+
+def test_many_small_files_of_a_commit_are_read_by_a_few_git_processes(tmp_path):
+    """5,000 small files and 500 links in a commit: each could be an LFS pointer or a link
+    to follow. They are read in batches, not by two git processes each (20,000 such files
+    took 190 s). Counted under the audit hook: git runs a few times, whatever the count."""
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "config.json").write_text('{"model_type": "llama"}\n')
+    for i in range(5_000):
+        (repo / "data" / f"f{i}.txt").write_text(f"x{i}")
+    for i in range(500):
+        (repo / "data" / f"link{i}").symlink_to(f"f{i}.txt")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "many")
+    proc, events = audited([repo], tmp_path / "audit.log", "--git-rev", "HEAD")
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    gits = [e for e in events if e["event"] == "subprocess.Popen" and os.path.basename(str(e["args"][0])) == "git"]
+    assert len(gits) < 40, len(gits)
+    assert_contained(events, [repo], tmp_path)
