@@ -32,6 +32,7 @@ from hfdoctor.programs import ProgramMissing, git_command, hardened_env, run_git
 from hfdoctor.sources import history
 from hfdoctor.sources.base import SKIPPED_DIRS, Entry, Source, SourceError, Unreadable, read_limit
 from hfdoctor.sources.history import PushedBlob
+from hfdoctor.sources.local import MAX_WALK_ENTRIES
 
 GIT_TIMEOUT_S = 60
 LFS_PREFIX = b"version https://git-lfs.github.com/spec/"
@@ -208,6 +209,10 @@ class GitSource(Source):
             mode, kind, sha, size = meta.decode().split()
             rel = path.decode("utf-8", "surrogateescape")[len(self.prefix):]
             if kind == "blob" and not any(part in SKIPPED_DIRS for part in rel.split("/")[:-1]):
+                if len(tree) >= MAX_WALK_ENTRIES:
+                    (self.budget or Budget()).skip(f"the files after the first {MAX_WALK_ENTRIES:,}",
+                                                   "too many files to list")
+                    break
                 tree[rel] = (mode, sha, int(size) if size.isascii() and size.isdecimal() else None)
         return tree
 
