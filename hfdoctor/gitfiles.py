@@ -10,22 +10,33 @@ reads git's own files instead, as data:
 - .gitattributes lines that route files through git-lfs.
 
 Patterns are git's wildmatch, translated to RE2 (hfdoctor.patterns): matching is linear in
-the path whatever the pattern, and a pattern RE2 refuses matches nothing. A `.git` that is
-a file (a worktree or submodule) or an index this reader does not know gives None:
-"unknown", and the rule that asked says nothing.
+the path whatever the pattern, and a pattern RE2 refuses matches nothing. Every reading is
+bounded and one pass: the index by size and by how far a version 4 index's paths expand,
+the ignore rules by bytes, lines and a count of pattern matches (RuleSet answers names,
+paths and `*.ext` by lookup, so real ignore files cost almost nothing). A `.git` that is a
+file (a worktree or submodule), a file reached through a link that leaves, an index this
+reader does not know, or rules past a bound give None: "unknown", and the rule that asked
+says nothing.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from hfdoctor import patterns
 
-MAX_INDEX_BYTES = 256 * 1024 * 1024
-MAX_IGNORE_BYTES = 1024 * 1024
-MAX_RULES = 10_000
+MAX_INDEX_BYTES = 64 * 1024 * 1024  # about 600,000 paths; hfdoctor walks at most 200,000 files
+MAX_PATH_BYTES = 4096  # PATH_MAX: git cannot check out a longer path
+MAX_EXPANDED_BYTES = 64 * 1024 * 1024  # all the paths of a version 4 index, expanded
+MAX_IGNORE_BYTES = 1024 * 1024  # of one ignore file, and of all of a work tree's together
+MAX_RULES = 10_000  # of one file, and of all of a work tree's together
+# Pattern matches (not lookups) one work tree's ignore rules may take, about 2 s; compiling
+# a pattern costs about as much as 25 matches.
+MAX_MATCHES = 100_000
+COMPILE_COST = 25
 
 
 def wildmatch_regex(glob: str) -> str:
@@ -77,7 +88,7 @@ def wildmatch_regex(glob: str) -> str:
             out.append("[" + ("^/" if negate else "") + _class_body(body[1:] if negate else body) + "]")
             i = end + 1
         else:
-            out.append(patterns.escape(c))
+            out.append(c if c.isascii() and (c.isalnum() or c == "_") else patterns.escape(c))
             i += 1
     return "".join(out)
 
@@ -96,17 +107,40 @@ def _class_body(body: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
-class PathRule:
-    """One gitignore/gitattributes line: does it match a path, and what it says."""
+_UNCOMPILED = object()
 
-    regex: object | None  # a compiled RE2 pattern over the path relative to `base`, or None (refused)
-    base: str  # the directory of the file it came from ("" for the root), with a trailing "/"
-    dir_only: bool
-    value: bool  # ignore: not negated; attributes: routes to lfs
+
+class PathRule:
+    """One gitignore/gitattributes line: does it match a path, and what it says.
+
+    Its regex is compiled when first asked for (RuleSet answers most paths by dictionary
+    lookups, and compiling ten thousand patterns takes seconds)."""
+
+    __slots__ = ("base", "dir_only", "value", "glob", "anchored", "_regex")
+
+    def __init__(self, glob: str, anchored: bool, base: str, dir_only: bool, value: bool):
+        self.base = base  # the directory of the file it came from ("" for the root), with a trailing "/"
+        self.dir_only = dir_only
+        self.value = value  # ignore: not negated; attributes: routes to lfs
+        self.glob = glob  # the pattern, without its leading and trailing `/`
+        self.anchored = anchored  # it held a `/`: matched against the whole path below `base`
+        self._regex = _UNCOMPILED
+
+    @property
+    def source(self) -> str:
+        """The regex over the path relative to `base`."""
+        body = wildmatch_regex(self.glob)
+        return body if self.anchored else f"(?:.*/)?{body}"
+
+    @property
+    def regex(self):
+        """The compiled RE2 pattern, or None (refused: it matches nothing)."""
+        if self._regex is _UNCOMPILED:
+            self._regex = patterns.compile_untrusted(self.source)
+        return self._regex
 
     def matches(self, rel: str, is_dir: bool) -> bool:
-        if self.regex is None or (self.dir_only and not is_dir) or not rel.startswith(self.base):
+        if (self.dir_only and not is_dir) or not rel.startswith(self.base) or self.regex is None:
             return False
         return self.regex.fullmatch(rel[len(self.base):]) is not None
 
@@ -117,10 +151,7 @@ def _rule(glob: str, base: str, value: bool) -> PathRule | None:
     if not glob:
         return None
     anchored = "/" in glob
-    glob = glob.lstrip("/")
-    body = wildmatch_regex(glob)
-    regex = patterns.compile_untrusted(body if anchored else f"(?:.*/)?{body}")
-    return PathRule(regex, base, dir_only, value)
+    return PathRule(glob.lstrip("/"), anchored, base, dir_only, value)
 
 
 def _strip_trailing_spaces(line: str) -> str:
@@ -165,50 +196,179 @@ def lfs_rules(text: str, base: str = "") -> list[PathRule]:
     return rules
 
 
-def last_match(rules: list[PathRule], rel: str, is_dir: bool = False) -> bool | None:
+class RuleSet:
+    """Rules indexed so that finding the last one that matches a path is cheap.
+
+    A path is only ruled by files in its own directories, so rules are grouped by `base`.
+    Within a base, a literal name (`__pycache__`), a literal path (`/build/out`) and a
+    literal suffix (`*.pyc`) are dictionary lookups; only other patterns are matched one by
+    one, last first, stopping at the first that matches. Those matches are counted: past
+    `max_matches` a query raises TooManyMatches (the caller says "unknown"), so a flood of
+    patterns over a flood of files stays within a bounded amount of work.
+    """
+
+    def __init__(self, rules: list[PathRule], max_matches: int | None = None):
+        self.bases: dict[str, _Bucket] = {}
+        for index, rule in enumerate(rules):
+            self.bases.setdefault(rule.base, _Bucket()).add(index, rule)
+        self.matches_left = max_matches
+
+    def last(self, rel: str, is_dir: bool = False) -> bool | None:
+        """The value of the last rule matching `rel` (git: the last line wins), or None."""
+        best: tuple[int, bool] | None = None
+        if "" in self.bases:
+            best = self.bases[""].last(self, rel, is_dir, best)
+        at = rel.find("/")
+        while at >= 0:
+            base = rel[: at + 1]
+            if base in self.bases:
+                best = self.bases[base].last(self, rel[at + 1:], is_dir, best)
+            at = rel.find("/", at + 1)
+        return None if best is None else best[1]
+
+    def charge(self, cost: int) -> None:
+        if self.matches_left is not None:
+            self.matches_left -= cost
+            if self.matches_left < 0:
+                raise TooManyMatches()
+
+
+class TooManyMatches(Exception):
+    """More pattern matches than the reader allows itself: the answer is unknown."""
+
+
+_WILD = frozenset("*?[\\")
+
+
+class _Bucket:
+    """The rules of one base directory (RuleSet)."""
+
+    def __init__(self) -> None:
+        # key -> (last index of any rule, its value), (last index of a rule for files too, its value)
+        self.paths: dict[str, list] = {}
+        self.names: dict[str, list] = {}
+        self.suffixes: dict[str, list] = {}
+        self.suffix_lengths: set[int] = set()
+        self.general: list[tuple[int, PathRule]] = []
+
+    def add(self, index: int, rule: PathRule) -> None:
+        glob = rule.glob
+        if len(glob) > patterns.MAX_PATTERN_CHARS // 4 and len(rule.source) > patterns.MAX_PATTERN_CHARS:
+            return  # what compile_untrusted refuses matches nothing
+        if not glob.isprintable():  # (a lone surrogate: the regex decides, as it would)
+            self.general.append((index, rule))
+            return
+        if not (set(glob) & _WILD):
+            table = self.paths if rule.anchored else (self.names if "/" not in glob else None)
+            if table is not None:
+                self._put(table, glob, index, rule)
+                return
+        tail = glob[1:]
+        if not rule.anchored and glob.startswith("*") and tail and not (set(tail) & _WILD) and "/" not in tail:
+            self._put(self.suffixes, tail, index, rule)
+            self.suffix_lengths.add(len(tail))
+            return
+        self.general.append((index, rule))
+
+    @staticmethod
+    def _put(table: dict[str, list], key: str, index: int, rule: PathRule) -> None:
+        slot = table.setdefault(key, [None, None])
+        slot[0] = (index, rule.value)
+        if not rule.dir_only:
+            slot[1] = (index, rule.value)
+
+    def last(self, rules: RuleSet, rel: str, is_dir: bool, best: tuple[int, bool] | None) -> tuple[int, bool] | None:
+        """The later of `best` and the last rule of this base matching `rel` (relative to the base)."""
+        pick = 0 if is_dir else 1
+        name = rel.rpartition("/")[2]
+        found = [self.paths.get(rel), self.names.get(name)]
+        found += [self.suffixes.get(name[len(name) - n:]) for n in self.suffix_lengths if n <= len(name)]
+        for slot in found:
+            if slot is not None and slot[pick] is not None and (best is None or slot[pick][0] > best[0]):
+                best = slot[pick]
+        for index, rule in reversed(self.general):
+            if best is not None and index < best[0]:
+                break
+            if rule.dir_only and not is_dir:
+                continue
+            rules.charge(COMPILE_COST if rule._regex is _UNCOMPILED else 1)
+            if rule.regex is not None and rule.regex.fullmatch(rel) is not None:
+                return (index, rule.value)
+        return best
+
+
+def _as_rule_set(rules: list[PathRule] | RuleSet) -> RuleSet:
+    return rules if isinstance(rules, RuleSet) else RuleSet(rules)
+
+
+def last_match(rules: list[PathRule] | RuleSet, rel: str, is_dir: bool = False) -> bool | None:
     """The value of the last rule matching `rel` (git: the last line wins), or None."""
-    verdict = None
-    for rule in rules:
-        if rule.matches(rel, is_dir):
-            verdict = rule.value
-    return verdict
+    return _as_rule_set(rules).last(rel, is_dir)
 
 
-def routed_to_lfs(rel: str, rules: list[PathRule]) -> bool:
+def routed_to_lfs(rel: str, rules: list[PathRule] | RuleSet) -> bool:
     return bool(last_match(rules, rel))
 
 
 # --- the index -----------------------------------------------------------------------------
 
 
-def _read_limited(path: Path, limit: int) -> bytes | None:
+def _inside(path: Path, root: Path) -> bool:
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _read_limited(path: Path, limit: int, root: Path | None) -> bytes | None:
+    """The bytes of the regular file `path` (never through a symlink), when it is no larger
+    than `limit` and, given a `root`, really lies inside it (no directory on the way a link
+    that leaves); None otherwise."""
+    if root is not None and not _inside(path, root):
+        return None
     try:
-        if not path.is_file() or path.is_symlink() or path.stat().st_size > limit:
-            return None
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks) if total <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _hash_size(git_dir: Path) -> int:
-    config = _read_limited(git_dir / "config", MAX_IGNORE_BYTES) or b""
+    config = _read_limited(git_dir / "config", MAX_IGNORE_BYTES, git_dir) or b""
     return 32 if b"objectformat=sha256" in config.lower().replace(b" ", b"").replace(b"\t", b"") else 20
 
 
-def tracked_paths(git_dir: Path) -> set[str] | None:
-    """The paths of `git_dir`'s index (any stage), or None when it cannot be read as one."""
-    data = _read_limited(git_dir / "index", MAX_INDEX_BYTES)
-    if data is None:
-        return set() if not (git_dir / "index").exists() else None
-    if len(data) < 12 or data[:4] != b"DIRC":
+def tracked_paths(git_dir: Path, wanted: set[str] | None = None) -> set[str] | None:
+    """The paths of `git_dir`'s index (any stage), or None when it cannot be read as one.
+
+    With `wanted`, only those of its paths (the memory is then bounded by the caller's
+    list). The reading is one pass: a version 4 index, whose paths share prefixes, may
+    expand to at most MAX_PATH_BYTES a path and MAX_EXPANDED_BYTES in all; an index that
+    claims more is not one git wrote (None)."""
+    if not (git_dir / "index").exists():
+        return set()
+    data = _read_limited(git_dir / "index", MAX_INDEX_BYTES, git_dir)
+    if data is None or len(data) < 12 or data[:4] != b"DIRC":
         return None
     version, count = struct.unpack(">II", data[4:12])
-    if version not in (2, 3, 4) or count > len(data) // 40:
+    fixed = 40 + _hash_size(git_dir)  # ctime, mtime, dev, ino, mode, uid, gid, size, then the object id
+    if version not in (2, 3, 4) or count > len(data) // (fixed + 4):
         return None
-    hash_size = _hash_size(git_dir)
-    fixed = 40 + hash_size  # ctime, mtime, dev, ino, mode, uid, gid, size, then the object id
     paths: set[str] = set()
-    at, previous = 12, b""
+    at, previous, expanded = 12, b"", 0
     try:
         for _ in range(count):
             start = at
@@ -218,15 +378,18 @@ def tracked_paths(git_dir: Path) -> set[str] | None:
                 at += 2
             if version == 4:
                 # git's offset varint: 7 bits a byte, big-endian, +1 per continuation byte
-                byte = data[at]
+                byte, shifts = data[at], 0
                 at += 1
                 strip = byte & 0x7F
                 while byte & 0x80:
                     byte = data[at]
                     at += 1
+                    shifts += 1
+                    if shifts > 4:
+                        return None
                     strip = ((strip + 1) << 7) | (byte & 0x7F)
                 end = data.index(b"\0", at)
-                if strip > len(previous):
+                if strip > len(previous) or len(previous) - strip + end - at > MAX_PATH_BYTES:
                     return None
                 name = previous[:len(previous) - strip] + data[at:end]
                 at = end + 1
@@ -234,8 +397,13 @@ def tracked_paths(git_dir: Path) -> set[str] | None:
                 end = data.index(b"\0", at)
                 name = data[at:end]
                 at = start + ((end - start) // 8 + 1) * 8  # 1 to 8 NULs pad the entry
+            expanded += len(name)
+            if len(name) > MAX_PATH_BYTES or expanded > MAX_EXPANDED_BYTES:
+                return None
             previous = name
-            paths.add(name.decode("utf-8", "surrogateescape"))
+            path = name.decode("utf-8", "surrogateescape")
+            if wanted is None or path in wanted:
+                paths.add(path)
     except (IndexError, ValueError, struct.error):
         return None
     return paths
@@ -244,39 +412,74 @@ def tracked_paths(git_dir: Path) -> set[str] | None:
 # --- a work tree ----------------------------------------------------------------------------
 
 
-def _ignore_rules_of(root: Path, git_dir: Path, files: list[str]) -> list[PathRule]:
-    """info/exclude first, then every .gitignore from the root down (later rules win)."""
-    rules = ignore_rules((_read_limited(git_dir / "info" / "exclude", MAX_IGNORE_BYTES) or b"").decode(
-        "utf-8", "replace"))
+def _ignore_rules_of(root: Path, git_dir: Path, files: list[str]) -> list[PathRule] | None:
+    """info/exclude first, then every .gitignore from the root down (later rules win); None
+    when they hold more than MAX_IGNORE_BYTES or MAX_RULES in all (unknown)."""
     ignore_files = sorted((f for f in files if f == ".gitignore" or f.endswith("/.gitignore")),
                           key=lambda f: f.count("/"))
+    texts = [((_read_limited(git_dir / "info" / "exclude", MAX_IGNORE_BYTES, git_dir) or b""), "")]
+    total, lines = len(texts[0][0]), texts[0][0].count(b"\n")
     for rel in ignore_files:
-        text = (_read_limited(root / rel, MAX_IGNORE_BYTES) or b"").decode("utf-8", "replace")
-        rules.extend(ignore_rules(text, rel[: -len(".gitignore")]))
+        # `files` come from a walk that follows no directory link: only the file itself
+        # could be one, and _read_limited never opens through a link.
+        data = _read_limited(root / rel, MAX_IGNORE_BYTES, None) or b""
+        total, lines = total + len(data), lines + data.count(b"\n")
+        if total > MAX_IGNORE_BYTES or lines > MAX_RULES + len(texts):
+            return None
+        texts.append((data, rel[: -len(".gitignore")]))
+    rules: list[PathRule] = []
+    for data, base in texts:
+        rules.extend(ignore_rules(data.decode("utf-8", "replace"), base))
+        if len(rules) > MAX_RULES:
+            return None
     return rules
 
 
-def ignored(rel: str, rules: list[PathRule]) -> bool:
+class _Ignored:
+    """gitignore(5): a path is ignored when it, or any directory above it, is (each directory
+    judged once)."""
+
+    def __init__(self, rules: list[PathRule] | RuleSet):
+        self.rules = _as_rule_set(rules)
+        self.dirs: dict[str, bool] = {}
+
+    def dir_ignored(self, rel_dir: str) -> bool:
+        known = self.dirs.get(rel_dir)
+        if known is None:
+            parent = rel_dir.rpartition("/")[0]
+            known = (bool(parent) and self.dir_ignored(parent)) or bool(self.rules.last(rel_dir, is_dir=True))
+            self.dirs[rel_dir] = known
+        return known
+
+    def __call__(self, rel: str) -> bool:
+        parent = rel.rpartition("/")[0]
+        return (bool(parent) and self.dir_ignored(parent)) or bool(self.rules.last(rel))
+
+
+def ignored(rel: str, rules: list[PathRule] | RuleSet) -> bool:
     """gitignore(5): a path is ignored when it, or any directory above it, is."""
-    parts = rel.split("/")
-    for depth in range(1, len(parts)):
-        if last_match(rules, "/".join(parts[:depth]), is_dir=True):
-            return True
-    return bool(last_match(rules, rel))
+    return _Ignored(rules)(rel)
 
 
 def committable(root: Path, files: list[str]) -> set[str] | None:
     """Of `files` (paths of the work tree at `root`), those a `git add -A` would commit:
     tracked, or untracked and not ignored. None when `root` is not a plain git work tree
-    whose index this reader understands."""
+    whose index this reader understands, or its ignore rules are more than this reader
+    matches within its bounds (MAX_RULES, MAX_MATCHES)."""
     git_dir = root / ".git"
     if git_dir.is_symlink() or not git_dir.is_dir():
         return None
-    tracked = tracked_paths(git_dir)
+    tracked = tracked_paths(git_dir, set(files))
     if tracked is None:
         return None
     rules = _ignore_rules_of(root, git_dir, files)
-    return {rel for rel in files if rel in tracked or not ignored(rel, rules)}
+    if rules is None:
+        return None
+    is_ignored = _Ignored(RuleSet(rules, max_matches=MAX_MATCHES))
+    try:
+        return {rel for rel in files if rel in tracked or not is_ignored(rel)}
+    except (TooManyMatches, RecursionError):
+        return None
 
 
 def lfs_filter_configured(root: Path) -> bool:
@@ -284,7 +487,7 @@ def lfs_filter_configured(root: Path) -> bool:
     as text, never run), or in the user's global configuration (`git lfs install`)."""
     from hfdoctor.programs import global_git_config
 
-    config = (_read_limited(root / ".git" / "config", MAX_IGNORE_BYTES) or b"").decode("utf-8", "replace")
+    config = (_read_limited(root / ".git" / "config", MAX_IGNORE_BYTES, root) or b"").decode("utf-8", "replace")
     in_repo, section = False, ""
     for line in config.splitlines():
         line = line.strip()

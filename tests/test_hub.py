@@ -310,3 +310,92 @@ def test_git_rev_reads_lfs_objects_and_reports_pointers(model_git_repo, tmp_path
     shutil.copy(weights, store / oid)
     found = check_one(str(model_git_repo), Options(git_rev="HEAD", select=("lfs-pointer", "weights-unreadable")))
     assert found.findings == [] and found.sections["revision"]["commit"] == git(model_git_repo, "rev-parse", "HEAD").strip()
+
+
+# --- a hostile Hub: revisions that climb, encoded bodies ----------------------------------------------------
+
+
+def test_cache_never_writes_a_ref_outside_the_cache(hub, tmp_path):
+    """A Hub that answers for the revision `../../../../escaped` (a list of targets can name
+    anything): the revision is refused before any request, so no ref file is written above
+    the cache, nor anything else."""
+    commit = hub.repos["Qwen/Qwen3-8B"].commit
+    hub.repos["Qwen/Qwen3-8B"].refs["../../../../escaped"] = commit
+    cache = tmp_path / "deep" / "hf-cache"
+    cache.mkdir(parents=True)
+    proc = cli("check", "Qwen/Qwen3-8B@../../../../escaped", "--cache", "--format", "json",
+               env={"HF_HUB_CACHE": str(cache)})
+    assert proc.returncode == 2 and "is not a commit id" in json.loads(proc.stdout)["error"]
+    assert not (tmp_path / "escaped").exists() and list(cache.iterdir()) == [] and hub.requests == []
+
+
+def test_cache_of_a_pull_request_revision_is_found_offline(hub, tmp_path):
+    """refs/pr/N is a revision too: --cache records it below refs/, where an offline check finds it."""
+    commit = hub.repos["Qwen/Qwen3-8B"].commit
+    hub.repos["Qwen/Qwen3-8B"].refs["refs/pr/1"] = commit
+    env = {"HF_HUB_CACHE": str(tmp_path / "cache")}
+    assert cli("check", "Qwen/Qwen3-8B@refs/pr/1", "--cache", env=env).returncode in (0, 1)
+    assert (tmp_path / "cache" / "models--Qwen--Qwen3-8B" / "refs" / "refs" / "pr" / "1").read_text() == commit
+    proc = cli("check", "Qwen/Qwen3-8B@refs/pr/1", "--format", "json", env={**env, "HF_HUB_OFFLINE": "1"})
+    assert json.loads(proc.stdout)["revision"]["commit"] == commit
+
+
+def test_an_encoded_body_is_never_decompressed(hub, monkeypatch):
+    """A Hub (or a mirror at HF_ENDPOINT) that sends tokenizer.json as a gzip bomb with
+    Content-Encoding: the client would inflate it without a bound; hfdoctor asks for the
+    bytes as stored, and an encoded answer is a file it did not read."""
+    import gzip
+
+    import hub_server
+    from hfdoctor.sources.base import Unreadable
+
+    bomb = gzip.compress(b" " * (256 * 1024 * 1024), compresslevel=9)  # 256 MB in about 250 KB
+
+    def encoded(self, repo_id, repo, path, headers, head):
+        if path != "tokenizer.json":
+            return original(self, repo_id, repo, path, headers, head)
+        self._send(200, b"" if head else bomb, {**headers, "Content-Encoding": "gzip"}, repo_id, head, path)
+
+    original = hub_server._Handler._content
+    monkeypatch.setattr(hub_server._Handler, "_content", encoded)
+    source = HubSource("Qwen/Qwen3-8B")
+    with pytest.raises(Unreadable, match="encoded"):
+        source.read("tokenizer.json")
+    assert source.bytes_read() <= len(bomb)
+    assert source.read("config.json").startswith(b"{")
+
+
+def test_a_bz2_bomb_served_by_the_hub_stays_within_a_gigabyte(hub, tmp_path):
+    """796 bytes of bzip2 that expand to 1 GiB, served as model.pkl.bz2: the scanner's own
+    output cap (hfdoctor.modelfiles.containers) bounds it; the check answers, with a finding,
+    within 1 GB of memory. (The transport never inflates anything: see above.)"""
+    import bz2
+
+    compressor = bz2.BZ2Compressor(9)
+    parts = [compressor.compress(b"\x80\x02" + b"\0" * (1 << 20))]
+    parts += [compressor.compress(b"\0" * (1 << 20)) for _ in range(1023)]
+    bomb = b"".join(parts) + compressor.flush()
+    hub.repos["acme/bomb"] = HubRepo({**folder_files(UPSTREAM / "Qwen--Qwen3-8B"), "model.pkl.bz2": bomb})
+    script = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+              "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(p.stdout)")
+    proc = subprocess.run([sys.executable, "-c", script, sys.executable, "-m", "hfdoctor", "check", "acme/bomb",
+                           "--select", "unsafe-pickle", "--format", "json"], capture_output=True, text=True,
+                          env={**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0"}, timeout=120)
+    first, _, body = proc.stdout.partition("\n")
+    code, peak_kb = map(int, first.split())
+    assert code in (0, 1) and peak_kb < 1024 * 1024, (code, peak_kb)
+    assert [f["file"] for f in json.loads(body)["findings"]] == ["model.pkl.bz2"]
+    assert hub.sent_files.get(("acme/bomb", "model.pkl.bz2"), 0) <= 2 * len(bomb)  # a header window, then the file
+
+
+@pytest.mark.parametrize("commit,name", [("../../../escaped", "config.json"), (None, "../../escaped.json"),
+                                         (None, "/etc/passwd"), (None, "a//b.json")])
+def test_a_hub_answer_that_names_paths_outside_is_refused(hub, tmp_path, commit, name):
+    """A hostile endpoint's listing: its commit id joins a cache folder (--cache) and its file
+    names join folders (fix --pr's scratch copy); neither is taken unless it is one."""
+    files = {**folder_files(UPSTREAM / "Qwen--Qwen3-8B"), name: b"{}"}
+    hub.repos["acme/odd"] = HubRepo(files, commits=[commit] if commit else [])
+    proc = cli("check", "acme/odd", "--cache", "--format", "json", env={"HF_HUB_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    assert "answered a commit id that is not one" in proc.stdout or "no repository can hold" in proc.stdout
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "cache").exists()

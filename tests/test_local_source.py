@@ -126,3 +126,17 @@ def test_a_cache_snapshot_reads_through_its_blobs(tmp_path):
         os.symlink(os.path.relpath(blobs / path.name, snapshot), snapshot / path.name)
     repo = ModelRepo(snapshot, upstream=OFFLINE)
     assert not repo.outside_links and repo.config["model_type"] == "qwen3" and repo.chat_template is not None
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer_config.json", "chat_template.jinja"])
+def test_a_metadata_file_that_is_a_directory_is_a_finding(qwen, name):
+    """A folder where the file should be (an unpacked archive, a bad copy): file-unreadable
+    names it, as it does a FIFO, instead of the check finding nothing."""
+    path = qwen / name
+    path.unlink()
+    path.mkdir()
+    (path / "inside.txt").write_text("x")
+    report, proc = check_cli(qwen)
+    messages = [f["message"] for f in findings_for(report, name) if f["rule"] == "file-unreadable"]
+    assert messages == [f"{name} is a directory, not a file"], report["findings"]
+    assert proc.returncode == 1

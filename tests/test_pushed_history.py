@@ -122,3 +122,31 @@ def test_git_since_takes_only_a_commit_id(pushed_repo):
     report = check_one(str(repo), Options(git_rev="HEAD", git_since="--output=/tmp/hfdoctor-pwned"))
     assert not hasattr(report, "findings") and "not a commit id" in report.message, report
     assert not Path("/tmp/hfdoctor-pwned").exists()
+
+
+def test_every_pushed_commit_is_read_by_one_git_process(tmp_path):
+    """60 commits, each adding one file: each blob is attributed to the commit that added it,
+    and git runs twice in all (the changes of every commit, then the sizes), not once a commit."""
+    from hfdoctor.sources import history
+    from hfdoctor.sources.git import _git
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    added = {}
+    for i in range(60):
+        (repo / f"f{i}.txt").write_text(f"content {i}\n")
+        git(repo, "add", "-A")
+        git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", f"c{i}")
+        added[f"f{i}.txt"] = git(repo, "rev-parse", "HEAD").strip()
+    calls = []
+
+    def counted(*args, stdin=None):
+        calls.append(args[0])
+        return _git(repo, *args, stdin=stdin)
+
+    commits = git(repo, "rev-list", "--reverse", "HEAD").split()
+    blobs = history.added_blobs(counted, commits, "", set())
+    assert {b.path: b.commit for b in blobs} == added
+    assert all(b.size == len(f"content {b.path[1:-4]}\n") for b in blobs)
+    assert calls == ["diff-tree", "cat-file"]

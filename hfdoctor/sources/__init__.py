@@ -9,7 +9,8 @@ ModelRepo reads every file through one Source, so no rule cares where bytes come
 - hub: a Hub repo at a revision through huggingface_hub: one listing, then only the
   files rules read, headers by HTTP range, all bounded in bytes and time;
 - git: a commit of a git repository (git ls-tree / cat-file), LFS objects from .git/lfs;
-- targets: TARGET text → Source (a path, ORG/NAME[@REV], --revision, --git-rev).
+- targets: TARGET text → Source (a path, a .gguf file, ORG/NAME[@REV], --revision, --git-rev);
+- revisions: the one check of a Hub revision (commit id, branch or tag name, refs/pr/N).
 
 These modules import nothing else of hfdoctor but each other.
 """

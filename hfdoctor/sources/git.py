@@ -8,6 +8,10 @@ when it is 64 hexadecimal digits (a pointer is repository data: `oid sha256:../.
 not become a path). Symbolic links are followed inside the tree; one that leaves it is an
 `outside` entry, never read.
 
+Only the repository's own objects are read: a `.git` that is a file (worktree, submodule),
+objects/info/alternates, a link that leaves .git, or an included configuration file would
+make git read another repository's, and is refused before git runs (own_repository).
+
 git runs hardened (hfdoctor.programs): no global or system configuration, and no setting
 of the repository's own .git/config that runs a program (fsmonitor, hooks, filters,
 textconv, transports). Nothing here writes. A blob is read at most once, by one process,
@@ -28,6 +32,7 @@ from hfdoctor.programs import ProgramMissing, git_command, hardened_env, run_git
 from hfdoctor.sources import history
 from hfdoctor.sources.base import SKIPPED_DIRS, Entry, Source, SourceError, Unreadable, read_limit
 from hfdoctor.sources.history import PushedBlob
+from hfdoctor.sources.local import MAX_WALK_ENTRIES
 
 GIT_TIMEOUT_S = 60
 LFS_PREFIX = b"version https://git-lfs.github.com/spec/"
@@ -36,6 +41,11 @@ HEX = frozenset(string.hexdigits.lower())
 # The most of one plain blob a ranged read pulls into memory (the pickle scanner reads up
 # to 64 MB of a file; headers are far smaller).
 MAX_BLOB_PREFIX = 128 * 1024 * 1024
+MAX_LINK_BYTES = 4096  # PATH_MAX: a symbolic link's target
+SMALL_BATCH_BYTES = 8 * 1024 * 1024  # of small blobs one `git cat-file --batch` returns
+MAX_SMALL_BYTES = 64 * 1024 * 1024  # of small blobs kept in memory (a tree of 60,000 links)
+MAX_CONTROL_FILE = 1024 * 1024  # .git/config, objects/info/alternates
+MAX_GIT_DIR_ENTRIES = 1_000_000  # what is looked at below .git for links that leave it
 
 
 def _git(cwd: Path, *args: str, stdin: str | None = None) -> bytes:
@@ -50,6 +60,99 @@ def _git(cwd: Path, *args: str, stdin: str | None = None) -> bytes:
     if done.returncode != 0:
         raise SourceError(f"git {' '.join(args[:2])} failed: {done.stderr.decode(errors='replace').strip()[:300]}")
     return done.stdout
+
+
+def own_repository(directory: Path) -> tuple[Path, Path]:
+    """(work tree, .git directory) of the repository git finds from `directory`, both real
+    paths, when every object git would read lies in that .git directory; SourceError otherwise.
+
+    git would also read objects from elsewhere: through a `.git` that is a file (a worktree
+    or submodule: `gitdir: ../../elsewhere`), `objects/info/alternates` (another repository's
+    object store), a link inside .git that leaves it, or a configuration file it includes.
+    Each is refused here, before git runs, so that no outside object, ref or file can reach
+    a report. (hooks/ is not looked at: git runs no hook for hfdoctor.)"""
+    real = Path(os.path.realpath(directory))
+    for top in (real, *real.parents):
+        dot_git = top / ".git"
+        if os.path.lexists(dot_git):
+            break
+    else:
+        raise SourceError("is not inside a git repository")
+    if dot_git.is_symlink() or not dot_git.is_dir():
+        raise SourceError(f"{dot_git} is not a directory (a worktree, a submodule, or a link to another "
+                          "repository's): hfdoctor reads only a repository's own .git directory; check the main "
+                          "work tree, or this folder without --git-rev")
+    config = _small_file(dot_git / "config")
+    if any(line.strip().lower().startswith(("[include", "[includeif")) for line in config.splitlines()):
+        raise SourceError(f"{dot_git / 'config'} includes another configuration file: hfdoctor reads only a "
+                          "repository's own files")
+    alternates = _small_file(dot_git / "objects" / "info" / "alternates")
+    if any(line.strip() and not line.startswith("#") for line in alternates.splitlines()):
+        raise SourceError(f"{dot_git} borrows objects from another repository (objects/info/alternates): hfdoctor "
+                          "reads only a repository's own objects; `git repack -a -d` and removing that file makes "
+                          "them its own")
+    leaving = _link_leaving(dot_git)
+    if leaving is not None:
+        raise SourceError(f"{leaving} is a symbolic link out of {dot_git}: hfdoctor reads only a repository's own "
+                          "files")
+    return top, dot_git
+
+
+def _small_file(path: Path) -> str:
+    """A git control file's text ("" when it is absent); SourceError when it cannot be one."""
+    if not os.path.lexists(path):
+        return ""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_CONTROL_FILE:
+            raise SourceError(f"{path} is not a git control file hfdoctor reads")
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError as err:
+        raise SourceError(f"{path} cannot be read: {err.strerror or err}") from None
+
+
+def _link_leaving(git_dir: Path) -> Path | None:
+    """The first symbolic link below `git_dir` (hooks/ aside) whose target is outside it."""
+    pending, seen = [git_dir], 0
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                children = list(listing)
+        except OSError as err:
+            raise SourceError(f"{folder} cannot be listed: {err.strerror or err}") from None
+        for child in children:
+            seen += 1
+            if seen > MAX_GIT_DIR_ENTRIES:
+                raise SourceError(f"{git_dir} holds more than {MAX_GIT_DIR_ENTRIES:,} files (loose objects): "
+                                  "`git gc` packs them")
+            path = Path(child.path)
+            if child.is_symlink():
+                real = os.path.realpath(path)
+                if not (real == str(git_dir) or real.startswith(str(git_dir) + os.sep)):
+                    return path
+            elif child.is_dir(follow_symlinks=False) and not (folder == git_dir and child.name == "hooks"):
+                pending.append(path)
+    return None
+
+
+def _batch_blobs(top: Path, shas: list[str]) -> dict[str, bytes]:
+    """sha -> bytes of each blob, from one `git cat-file --batch` (its output: a line
+    `SHA TYPE SIZE`, SIZE bytes, a newline; or `SHA missing`)."""
+    out = _git(top, "cat-file", "--batch", stdin="\n".join(shas) + "\n")
+    found, at = {}, 0
+    while at < len(out):
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        parts = out[at:end].split()
+        at = end + 1
+        if len(parts) != 3 or not parts[2].isdigit():
+            continue  # `SHA missing`
+        size = int(parts[2])
+        if parts[1] == b"blob":
+            found[parts[0].decode()] = out[at:at + size]
+        at += size + 1
+    return found
 
 
 def lfs_oid(pointer: bytes) -> tuple[str, int] | None:
@@ -69,15 +172,24 @@ class GitSource(Source):
         # since: the remote's commit of a push (the pre-push hook), or all zeros for a new
         # branch; then `pushed` lists the blobs of every pushed commit, not only the tip's.
         history.check_since(since)
+        if not rev or rev.startswith("-") or not rev.isprintable():
+            raise SourceError(f"--git-rev {rev[:60]!r} is not a revision (it must not start with '-')")
         self.since = since
         self.directory = Path(directory)
         if not self.directory.is_dir():
-            raise SourceError(f"{directory}: no such directory")
+            raise SourceError("no such directory")
+        top, git_dir = own_repository(self.directory)
         self.top = Path(_git(self.directory, "rev-parse", "--show-toplevel").decode().strip())
+        reported = [Path(_git(self.directory, "rev-parse", flag).decode().strip()) for flag in
+                    ("--absolute-git-dir", "--git-common-dir")]
+        if os.path.realpath(self.top) != str(top) or any(
+                os.path.realpath(p if p.is_absolute() else self.directory / p) != str(git_dir) for p in reported):
+            raise SourceError(f"git does not take {git_dir} as this repository's own (core.worktree or a "
+                              "worktree setting points elsewhere): hfdoctor reads only a repository's own objects")
         self.prefix = _git(self.directory, "rev-parse", "--show-prefix").decode().strip()
         self.commit = _git(self.directory, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
-        common = Path(_git(self.directory, "rev-parse", "--git-common-dir").decode().strip())
-        self.lfs_objects = (common if common.is_absolute() else self.directory / common) / "lfs" / "objects"
+        self.git_dir = git_dir
+        self.lfs_objects = git_dir / "lfs" / "objects"
         self.revision = {"requested": rev, "commit": self.commit}
         self._prefixes: dict[str, bytes] = {}  # blob sha -> the bytes read of it so far
 
@@ -97,10 +209,43 @@ class GitSource(Source):
             mode, kind, sha, size = meta.decode().split()
             rel = path.decode("utf-8", "surrogateescape")[len(self.prefix):]
             if kind == "blob" and not any(part in SKIPPED_DIRS for part in rel.split("/")[:-1]):
+                if len(tree) >= MAX_WALK_ENTRIES:
+                    (self.budget or Budget()).skip(f"the files after the first {MAX_WALK_ENTRIES:,}",
+                                                   "too many files to list")
+                    break
                 tree[rel] = (mode, sha, int(size) if size.isascii() and size.isdecimal() else None)
         return tree
 
+    @cached_property
+    def _small(self) -> dict[str, bytes]:
+        """The bytes of the tree's blobs that could be LFS pointers or link targets, read by
+        one `git cat-file --batch` per SMALL_BATCH_BYTES (two processes a file took minutes
+        for 20,000 small files). Past MAX_SMALL_BYTES in all the rest are read one by one."""
+        wanted: dict[str, int] = {}
+        for mode, sha, size in self._tree.values():
+            if size is not None and size <= (MAX_LINK_BYTES if mode == "120000" else LFS_POINTER_MAX):
+                wanted[sha] = size
+        found: dict[str, bytes] = {}
+        batch: list[str] = []
+        batch_bytes = total = 0
+        for sha, size in sorted(wanted.items()):
+            if total + size > MAX_SMALL_BYTES:
+                break
+            batch.append(sha)
+            batch_bytes, total = batch_bytes + size + 64, total + size + 64  # with its header line
+            if batch_bytes >= SMALL_BATCH_BYTES:
+                found.update(_batch_blobs(self.top, batch))
+                batch, batch_bytes = [], 0
+        if batch:
+            found.update(_batch_blobs(self.top, batch))
+        return found
+
     def _blob(self, sha: str, limit: int) -> bytes:
+        small = self._small.get(sha) if limit <= MAX_LINK_BYTES else None
+        if small is not None:
+            if len(small) > limit:
+                raise Unreadable(f"is {len(small):,} bytes, more than the {limit:,} hfdoctor reads of such a file")
+            return small
         size = int(_git(self.top, "cat-file", "-s", sha).decode().strip())
         if size > limit:
             raise Unreadable(f"is {size:,} bytes, more than the {limit:,} hfdoctor reads of such a file")
@@ -116,7 +261,7 @@ class GitSource(Source):
             return found
         if depth > 16:
             return "is a symbolic link loop"
-        target = self._blob(sha, 4096).decode("utf-8", "replace")
+        target = self._blob(sha, MAX_LINK_BYTES).decode("utf-8", "replace")
         joined = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
         if target.startswith("/") or joined.startswith(".."):
             return f"outside:is a symbolic link to {target}, outside the repository"
@@ -124,6 +269,14 @@ class GitSource(Source):
 
     def _lfs_path(self, oid: str) -> Path:
         return self.lfs_objects / oid[:2] / oid[2:4] / oid
+
+    def _lfs_object(self, oid: str, size: int) -> bool:
+        """Whether the LFS object is in this repository's own store, whole (no link, as git-lfs writes it)."""
+        path = self._lfs_path(oid)
+        try:
+            return path.is_file() and not path.is_symlink() and path.stat().st_size == size
+        except OSError:
+            return False
 
     @cached_property
     def _entries(self) -> dict[str, Entry]:
@@ -140,8 +293,7 @@ class GitSource(Source):
                 blob = self._blob(sha, LFS_POINTER_MAX)
                 pointer = lfs_oid(blob) if blob.startswith(LFS_PREFIX) else None
                 if pointer is not None:
-                    path = self._lfs_path(pointer[0])
-                    if path.is_file() and not path.is_symlink() and path.stat().st_size == pointer[1]:
+                    if self._lfs_object(*pointer):
                         size, lfs = pointer[1], pointer
             found[rel] = Entry(rel, "file", size=size, lfs=lfs)
         return found

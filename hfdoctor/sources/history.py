@@ -65,18 +65,27 @@ def added_blobs(git, commits: list[str], prefix: str, tip_blobs: set[str]) -> li
     """Blobs the commits add or modify below `prefix`, not in the tip, each once."""
     seen: set[str] = set(tip_blobs)
     found: list[tuple[str, str, str]] = []
-    for commit in commits:
-        out = git("diff-tree", "-r", "-z", "--root", "--no-renames", "--no-commit-id", commit, "--", prefix or ".")
-        fields = out.split(b"\0")
-        for meta, path in zip(fields[0::2], fields[1::2]):
-            parts = meta.decode().split()
-            if len(parts) < 5 or parts[4][:1] not in ("A", "M", "T") or parts[1] in ("120000", "160000"):
-                continue
-            sha = parts[3]
-            if sha in seen:
-                continue
-            seen.add(sha)
-            found.append((commit, path.decode("utf-8", "surrogateescape")[len(prefix):], sha))
+    if not commits:
+        return []
+    # One process for all commits: `--stdin` prints each commit's id, then its changes
+    # (`:META\0PATH\0`), in the order given.
+    out = git("diff-tree", "--stdin", "-r", "-z", "--root", "--no-renames", "--", prefix or ".",
+              stdin="\n".join(commits) + "\n")
+    fields = iter(out.split(b"\0"))
+    commit = ""
+    for field in fields:
+        if not field.startswith(b":"):
+            commit = field.decode("ascii", "replace").strip()
+            continue
+        path = next(fields, b"")
+        parts = field.decode("ascii", "replace").split()
+        if len(parts) < 5 or parts[4][:1] not in ("A", "M", "T") or parts[1] in ("120000", "160000"):
+            continue
+        sha = parts[3]
+        if sha in seen:
+            continue
+        seen.add(sha)
+        found.append((commit, path.decode("utf-8", "surrogateescape")[len(prefix):], sha))
     if not found:
         return []
     sizes = _sizes(git, [sha for _, _, sha in found])

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from hfdoctor.sources.base import MB, Entry, Source, SourceError, Unreadable, read_limit
+from hfdoctor.sources.revisions import check_revision, is_commit_id
 
 # A safetensors header of an 8B model is ~20 KB; one request of this size usually holds it.
 HEAD_WINDOW = 256 * 1024
@@ -46,7 +47,7 @@ class HubSource(Source):
     def __init__(self, repo_id: str, revision: str | None = None, *, token: str | None = None,
                  limits: HubLimits | None = None, hub_endpoint: str | None = None):
         self.repo_id = repo_id
-        self.requested = revision
+        self.requested = check_revision(revision) if revision is not None else None
         self.limits = limits or HubLimits()
         self.endpoint = hub_endpoint or endpoint()
         self.token = token
@@ -55,9 +56,17 @@ class HubSource(Source):
         self.requests = 0
         self._head: dict[str, bytes] = {}  # the first HEAD_WINDOW bytes of weight files
         info = self._model_info()
+        # The answer is checked as a request's would be: the commit pins every later URL
+        # (and names a cache folder with --cache), and a listed path is joined to folders.
+        if not isinstance(info.sha, str) or not is_commit_id(info.sha):
+            raise SourceError(f"the Hub at {self.endpoint} answered a commit id that is not one: "
+                              f"{str(info.sha)[:60]!r}")
         self.commit: str = info.sha
         self.revision = {"requested": revision or "main", "commit": info.sha}
         self._files = {s.rfilename: s for s in info.siblings or []}
+        leaving = next((name for name in self._files if not _relative_path(name)), None)
+        if leaving is not None:
+            raise SourceError(f"the Hub at {self.endpoint} listed a file path no repository can hold: {leaving[:80]!r}")
 
     @property
     def label(self) -> str:
@@ -66,7 +75,7 @@ class HubSource(Source):
     def _timeout(self) -> float:
         left = self.limits.deadline_s - (time.monotonic() - self.started)
         if left <= 0:
-            raise SourceError(f"{self.repo_id}: the Hub at {self.endpoint} did not answer within the "
+            raise SourceError(f"the Hub at {self.endpoint} did not answer within the "
                               f"{self.limits.deadline_s:g} s hfdoctor allows a repository (--timeout)")
         return min(self.limits.request_s, left)
 
@@ -81,17 +90,17 @@ class HubSource(Source):
         try:
             return api.model_info(self.repo_id, revision=self.requested, files_metadata=True, timeout=self._timeout())
         except GatedRepoError:
-            raise SourceError(f"{self.repo_id} is a gated repository: request access at {self.endpoint}/{self.repo_id} "
+            raise SourceError(f"a gated repository: request access at {self.endpoint}/{self.repo_id} "
                               "and set HF_TOKEN (or log in with `hf auth login`)") from None
         except RevisionNotFoundError:
-            raise SourceError(f"{self.repo_id} has no revision {self.requested!r}") from None
+            raise SourceError(f"the repository has no revision {self.requested!r}") from None
         except RepositoryNotFoundError:
-            raise SourceError(f"{self.repo_id}: no such repository on {self.endpoint} (if it is private, set HF_TOKEN)"
+            raise SourceError(f"no such repository on {self.endpoint} (if it is private, set HF_TOKEN)"
                               ) from None
         except HfHubHTTPError as err:
-            raise SourceError(f"{self.repo_id}: the Hub answered {_status(err)}") from None
+            raise SourceError(f"the Hub answered {_status(err)}") from None
         except HFValidationError as err:
-            raise SourceError(f"{self.repo_id} is not a valid Hub repo id: {err}") from None
+            raise SourceError(f"not a valid Hub repo id: {err}") from None
         except Exception as err:  # httpx timeouts, refused connections, DNS: all "cannot reach"
             raise SourceError(_network_failure(self, err)) from None
 
@@ -117,6 +126,9 @@ class HubSource(Source):
         if entry is None:
             raise Unreadable("is not in the repository")
         headers = build_hf_headers(token=self.token)
+        # The bytes as stored: a Content-Encoding the client would undo expands without a
+        # bound (a gzip bomb), and the bounds here count what is read.
+        headers["Accept-Encoding"] = "identity"
         if start is not None and length is not None:
             headers["Range"] = f"bytes={start}-{start + length - 1}"
         want = length if length is not None else (entry.size or 0)
@@ -129,11 +141,13 @@ class HubSource(Source):
         try:
             with get_session().stream("GET", url, headers=headers, timeout=self._timeout(),
                                       follow_redirects=True) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    hf_raise_for_status(response)
+                if response.status_code >= 400:  # said by its code: the body is not read (any length)
+                    raise Unreadable(f"cannot be downloaded: the Hub answered HTTP {response.status_code}")
+                encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    raise Unreadable(f"was sent encoded ({encoding[:40]!r}) though asked for as stored: not read")
                 got = 0
-                for chunk in response.iter_bytes():
+                for chunk in response.iter_raw(64 * 1024):
                     got += len(chunk)
                     self.downloaded += len(chunk)
                     if got > want or self.downloaded > self.limits.total_bytes:
@@ -173,6 +187,13 @@ class HubSource(Source):
         return self.downloaded
 
 
+def _relative_path(name: object) -> bool:
+    """A path git could hold: relative, `/`-separated, no empty, `.` or `..` part, no NUL."""
+    if not isinstance(name, str) or not name or "\0" in name or name.startswith("/"):
+        return False
+    return not any(part in ("", ".", "..") for part in name.split("/"))
+
+
 def _status(err: Exception) -> str:
     response = getattr(err, "response", None)
     code = getattr(response, "status_code", None)
@@ -183,6 +204,6 @@ def _network_failure(source: HubSource, err: Exception) -> str:
     kind = type(err).__name__
     if "Timeout" in kind:
         waited = min(source.limits.request_s, source.limits.deadline_s)
-        return f"{source.repo_id}: the Hub at {source.endpoint} did not answer within {waited:g} s ({kind})"
-    return (f"{source.repo_id}: cannot reach the Hub at {source.endpoint} ({kind}: {str(err)[:200]}); offline, "
+        return f"the Hub at {source.endpoint} did not answer within {waited:g} s ({kind})"
+    return (f"cannot reach the Hub at {source.endpoint} ({kind}: {str(err)[:200]}); offline, "
             "set HF_HUB_OFFLINE=1 to check a complete copy in the local cache")

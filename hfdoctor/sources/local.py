@@ -23,6 +23,9 @@ from hfdoctor.sources.base import SKIPPED_DIRS, WEIGHT_SUFFIXES, Entry, Source, 
 # hostile one that is must not hang the walk (os.walk recurses in Python 3.11).
 MAX_WALK_DEPTH = 64
 MAX_WALK_ENTRIES = 200_000
+# A directory named like a file hfdoctor reads is an entry of its own ("is a directory, not
+# a file"), so that the rule reading it says so instead of finding nothing.
+FILE_LIKE_SUFFIXES = (*WEIGHT_SUFFIXES, ".json", ".jinja", ".md", ".model", ".txt", ".yaml", ".yml", ".gitattributes")
 
 
 def _kind_of_mode(mode: int) -> str:
@@ -40,8 +43,11 @@ def _kind_of_mode(mode: int) -> str:
 class LocalSource(Source):
     kind = "directory"
 
-    def __init__(self, root: str | os.PathLike[str]):
+    def __init__(self, root: str | os.PathLike[str], only: str | None = None):
+        # only: the one file of `root` that is the repository (a single .gguf given as TARGET);
+        # nothing else of the folder is listed or read.
         self.root = Path(root)
+        self.only = only
 
     @property
     def label(self) -> str:
@@ -95,6 +101,8 @@ class LocalSource(Source):
         leaves the repository is an entry of its own. A directory that cannot be listed, or
         lies too deep, is left out and said (the budget's `skipped`, check-incomplete).
         """
+        if self.only is not None:
+            return {self.only: self.entry_of(self.only)}
         budget = self.budget or Budget()
         found: dict[str, Entry] = {}
         pending: list[tuple[str, int]] = [("", 0)]
@@ -118,7 +126,7 @@ class LocalSource(Source):
                 if is_dir:
                     if child.name in SKIPPED_DIRS:
                         continue
-                    if rel.endswith(WEIGHT_SUFFIXES):
+                    if rel.lower().endswith(FILE_LIKE_SUFFIXES):
                         found[rel] = self.entry_of(rel)
                     if depth + 1 >= MAX_WALK_DEPTH:
                         budget.skip(f"the files below {rel}/", f"more than {MAX_WALK_DEPTH} directories deep")
@@ -133,7 +141,11 @@ class LocalSource(Source):
 
     def _open(self, rel: str) -> int:
         """A descriptor of the regular file `rel`, opened without blocking and checked."""
-        entry = self._entries.get(rel) or self.entry_of(rel)
+        entry = self._entries.get(rel)
+        if entry is None:
+            if self.only is not None:
+                raise Unreadable("is not part of the target (one file)")
+            entry = self.entry_of(rel)
         if not entry.is_file:
             raise Unreadable(entry.detail)
         try:

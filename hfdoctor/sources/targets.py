@@ -1,12 +1,13 @@
 """TARGET text -> a Source: a directory, a Hub repo at a revision, or a git commit.
 
 - `--git-rev REV DIR`: the tree of commit REV of the git repository at DIR (GitSource).
-- an existing directory: read from disk (LocalSource).
+- an existing directory: read from disk (LocalSource); a `.gguf` file: that file alone.
 - `ORG/NAME`, `ORG/NAME@REV`, or `--revision REV`: a Hub repo (HubSource), always at the
   revision's current commit; nothing is cached unless `cache=True`. With
   HF_HUB_OFFLINE=1, the local HF cache's snapshot of that revision, only when it is
   complete for what the rules read (each file is there, or huggingface_hub recorded it
-  as absent in `.no_exist/`), and the report names its commit.
+  as absent in `.no_exist/`), and the report names its commit. Every revision is checked
+  first (hfdoctor.sources.revisions): what reaches a cache path stays in the cache.
 - anything else that looks like a path (`./x`, `/x`, `~/x`, `checkpoints/x` where
   `checkpoints/` exists here, more than one slash) is a missing directory, never sent to
   the Hub as a repo id.
@@ -23,6 +24,7 @@ from hfdoctor.sources.base import Source, SourceError
 from hfdoctor.sources.git import GitSource
 from hfdoctor.sources.hub import HubLimits, HubSource
 from hfdoctor.sources.local import LocalSource
+from hfdoctor.sources.revisions import check_revision, is_commit_id
 
 REPO_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.\-]{0,95}/[A-Za-z0-9][\w.\-]{0,95})(?:@(?P<rev>[^\s@]{1,255}))?$")
 # The files rules read from a Hub repo's metadata; a cached snapshot is complete when it
@@ -55,25 +57,40 @@ def looks_like_path(target: str) -> bool:
 
 
 def open_source(target: str, options: TargetOptions | None = None) -> Source:
-    """The source TARGET names; SourceError with a message for the user when there is none."""
+    """The source TARGET names; SourceError with a message for the user when there is none.
+
+    Messages do not name the target: whoever reports them does, once.
+    """
     options = options or TargetOptions()
     if options.git_rev is not None:
         return GitSource(target, options.git_rev, since=options.git_since)
     if os.path.isdir(target):
         if options.revision is not None:
-            raise SourceError(f"--revision is for Hub repositories; {target} is a directory (use --git-rev)")
+            raise SourceError("--revision is for Hub repositories; this is a directory (use --git-rev)")
         return LocalSource(target)
+    if os.path.isfile(target) and target.lower().endswith(".gguf"):
+        if options.revision is not None:
+            raise SourceError("--revision is for Hub repositories; this is a file")
+        return LocalSource(os.path.dirname(target) or ".", only=os.path.basename(target))
     if os.path.exists(target):
-        raise SourceError(f"{target} is a file; give the checkpoint directory that holds it")
+        raise SourceError("is a file; give the checkpoint directory that holds it (or a .gguf file)")
     match = REPO_ID.match(target)
     if match is None or looks_like_path(target):
-        raise SourceError(f"{target}: no such directory")
+        raise SourceError("no such directory")
     repo_id, revision = match.group("repo"), match.group("rev") or options.revision
     if match.group("rev") and options.revision and match.group("rev") != options.revision:
-        raise SourceError(f"{target} names revision {match.group('rev')!r} but --revision says {options.revision!r}")
-    if offline():
-        return cached_snapshot(repo_id, revision)
-    source = HubSource(repo_id, revision, limits=HubLimits(deadline_s=options.timeout_s))
+        raise SourceError(f"names revision {match.group('rev')!r} but --revision says {options.revision!r}")
+    if revision is not None:
+        check_revision(revision)
+    try:
+        if offline():
+            return cached_snapshot(repo_id, revision)
+        source = HubSource(repo_id, revision, limits=HubLimits(deadline_s=options.timeout_s))
+    except SourceError as err:
+        if match.group("rev") or options.revision:
+            raise
+        # ORG/NAME is also how a folder two levels down is written: say both readings failed.
+        raise SourceError(f"no such folder here, and as a Hub repository: {err}") from None
     if options.cache:
         write_cache(source)
     return source
@@ -86,15 +103,35 @@ def hf_cache_dir() -> Path:
     return Path(home) / "hub"
 
 
+def _cache_folder(repo_id: str) -> Path:
+    return hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+
+
+def _ref_commit(folder: Path, rev: str) -> str | None:
+    """The commit the cache's ref file `refs/REV` records, or None when there is none. The
+    file is read only when it is a small regular file (never through a link), and what it
+    holds is used only when it is a commit id: a ref is joined into a path next."""
+    ref = folder / "refs" / rev
+    try:
+        if ref.is_symlink() or not ref.is_file() or ref.stat().st_size > 128:
+            return None
+        commit = ref.read_bytes().decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    if not is_commit_id(commit):
+        raise SourceError(f"the local HF cache's ref {rev!r} does not hold a commit id")
+    return commit
+
+
 def cached_snapshot(repo_id: str, revision: str | None) -> Source:
     """The local HF cache's snapshot of `repo_id` at `revision`, if complete for the rules."""
-    folder = hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
-    rev = revision or "main"
-    ref = folder / "refs" / rev
-    commit = ref.read_text().strip() if ref.is_file() else rev
-    snapshot = folder / "snapshots" / commit
-    if not snapshot.is_dir():
-        raise SourceError(f"{repo_id}@{rev}: offline (HF_HUB_OFFLINE) and not in the local HF cache ({hf_cache_dir()})")
+    folder = _cache_folder(repo_id)
+    rev = check_revision(revision or "main")
+    commit = rev if is_commit_id(rev) else _ref_commit(folder, rev)
+    snapshot = folder / "snapshots" / commit if commit is not None else None
+    if snapshot is None or snapshot.is_symlink() or not snapshot.is_dir():
+        named = f"its revision {rev!r}" if revision else "it"
+        raise SourceError(f"offline (HF_HUB_OFFLINE) and {named} is not in the local HF cache ({hf_cache_dir()})")
     absent = folder / ".no_exist" / commit
     needed = list(RULE_FILES)
     if not (snapshot / "tokenizer.json").exists() and not (absent / "tokenizer.json").exists():
@@ -104,8 +141,9 @@ def cached_snapshot(repo_id: str, revision: str | None) -> Source:
     unknown = [name for name in needed if not (snapshot / name).exists() and not (absent / name).exists()]
     if unknown:
         raise SourceError(
-            f"{repo_id}@{rev}: the cached snapshot {commit[:12]} is incomplete: it neither holds nor records as absent "
-            f"{', '.join(unknown)}, so checking it would be guessing. Check it online once with --cache."
+            f"offline, and the cached snapshot {commit[:12]} of revision {rev!r} is incomplete: it neither holds nor "
+            f"records as absent {', '.join(unknown)}, so checking it would be guessing. Check it online once with "
+            "--cache."
         )
     source = LocalSource(snapshot)
     source.revision = {"requested": rev, "commit": commit, "from": "local HF cache (offline)"}
@@ -126,9 +164,11 @@ def write_cache(source: HubSource) -> None:
         except EntryNotFoundError:
             continue  # recorded as absent by huggingface_hub
         except Exception as err:  # the check itself already succeeded: caching is best effort, said plainly
-            raise SourceError(f"{source.repo_id}: --cache could not store {name}: {type(err).__name__}: {err}") from None
-    requested = source.requested or "main"
-    if requested != source.commit:  # so that an offline check of ORG/NAME@requested finds this commit
-        refs = hf_cache_dir() / ("models--" + source.repo_id.replace("/", "--")) / "refs"
-        refs.mkdir(parents=True, exist_ok=True)
-        (refs / requested).write_text(source.commit)
+            raise SourceError(f"--cache could not store {name}: {type(err).__name__}: {err}") from None
+    requested = check_revision(source.requested or "main")
+    if not is_commit_id(requested) and is_commit_id(source.commit):
+        # so that an offline check of ORG/NAME@requested finds this commit (refs/pr/1 is a
+        # file below refs/refs/pr/, as huggingface_hub writes it)
+        ref = _cache_folder(source.repo_id) / "refs" / requested
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(source.commit)
