@@ -68,8 +68,14 @@ def run_probe(
 
 def endpoint_only(result: "ProbeResult", url: str, model: str | None, seeded: bool, errors: "Console") -> None:
     from hfdoctor.probe import conformance, served
+    from hfdoctor.probe.checks import CheckResult
 
-    endpoint = served.external(url, model)
+    try:
+        endpoint = served.external(url, model)
+    except served.BadListing as err:  # the server answered, wrongly: a conformance failure, not a refusal
+        result.served = {"endpoint": url, "server": "external", "model": None}
+        result.conformance = [CheckResult("models-listed", "failed", str(err))]
+        return
     result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
     errors.print(f"probing {endpoint.url} ({endpoint.model}): served conformance", highlight=False)
     result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded)
