@@ -19,7 +19,7 @@ checks (the MLX server incident of issue 25, the tool_choice and overlap gaps of
 And one mode for each class of hostile server (issue 31):
 
 - drip: chat replies come one byte a second;
-- endless-sse: streams never end (a chunk after another, fast);
+- endless-sse: streams never end (a chunk every 50 ms);
 - long-sse-line: a stream is one line that never ends;
 - huge-models: /v1/models is an endless body;
 - models-not-object: /v1/models is a JSON array;
@@ -278,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "endless-sse" and stream:
             self._start_stream()
             event = {"choices": [{"index": 0, "delta": {"content": "more "}, "finish_reason": None}]}
-            self._endless(f"data: {json.dumps(event)}\n\n".encode() * 20, chunked=True)
+            self._endless(f"data: {json.dumps(event)}\n\n".encode(), chunked=True, pause=0.05)
             return True
         if mode == "long-sse-line" and stream:
             self._start_stream()

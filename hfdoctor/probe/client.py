@@ -171,11 +171,14 @@ class _Exchange:
         if self.deadline.left() <= 0:
             raise EndpointError(self.timed_out())
         try:
-            return response.read1(READ_SIZE)
+            piece = response.read1(READ_SIZE)
         except (OSError, http.client.HTTPException, ValueError) as err:
             if self.expired or self.deadline.left() <= 0:
                 raise EndpointError(self.timed_out()) from None
             raise EndpointError(f"the reply from {self.url} broke off: {type(err).__name__}: {err}") from None
+        if not piece and self.expired:  # the watchdog shut the socket: an end, but not the server's
+            raise EndpointError(self.timed_out())
+        return piece
 
     def read_some(self, response: http.client.HTTPResponse, limit: int) -> bytes:
         """At most `limit` bytes (what an error reply is quoted from), never raising."""
