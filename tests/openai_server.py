@@ -9,7 +9,7 @@ checks (the MLX server incident of issue 25, the tool_choice and overlap gaps of
 - parallel-indices: two parallel calls are streamed under one index;
 - seed-drift: the same seeded request gives another completion while another request is open;
 - completes-fast: as seed-drift, but every reply ends after a few tokens whatever max_tokens
-  says, so no two requests can overlap;
+  says, one request at a time (one slot, answered fast), so no two requests can overlap;
 - broken-strict-stream: strict json_schema output, when streamed, is cut into invalid JSON;
 - drop-kwargs: chat_template_kwargs are ignored (the model always reasons);
 - no-auto-calls: the model answers in text with tool_choice auto; the server honours a named
@@ -56,6 +56,7 @@ class FakeOpenAI:
         self.redirect_to = redirect_to
         self.active = 0
         self.lock = threading.Lock()
+        self.serial = threading.Lock()
         self.requests: list[dict] = []
         self.paths: list[str] = []
         handler = type("Handler", (_Handler,), {"server_state": self})
@@ -139,6 +140,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
     def do_POST(self) -> None:
+        if self.server_state.mode == "completes-fast":  # one request at a time: no two can overlap
+            with self.server_state.serial:
+                return self._post()
+        self._post()
+
+    def _post(self) -> None:
         state = self.server_state
         state.paths.append(self.path)
         if self._redirected():
@@ -146,8 +153,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         with state.lock:
             state.active += 1
-            busy = state.active > 1  # another request is open right now
+            busy = state.active > 1  # another request is being generated right now
             state.requests.append(body)
+        self.generating = True
         try:
             if state.mode in HOSTILE_MODES and self._hostile(body):
                 return
@@ -155,13 +163,20 @@ class _Handler(BaseHTTPRequestHandler):
             if body.get("stream"):
                 return self._stream(body, message, finish)
             time.sleep(TOKEN_S * self._tokens(message))
+            self._done()
             self._json(200, {"id": "x", "object": "chat.completion", "model": body.get("model"),
                              "choices": [{"index": 0, "message": {"role": "assistant", **message},
                                           "finish_reason": finish}],
                              "usage": {"completion_tokens": self._tokens(message)}})
         finally:
-            with state.lock:
-                state.active -= 1
+            self._done()
+
+    def _done(self) -> None:
+        """Generation is over (before the last bytes go out: a client that has them may ask again at once)."""
+        if self.generating:
+            self.generating = False
+            with self.server_state.lock:
+                self.server_state.active -= 1
 
     @staticmethod
     def _tokens(message: dict) -> int:
@@ -234,7 +249,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_stream()
         events = [{"choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in chunks]
         events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        for event in events:
+        for i, event in enumerate(events):
+            if i == len(events) - 1:
+                self._done()
             self._chunk(f"data: {json.dumps(event)}\n\n".encode())
             time.sleep(TOKEN_S)
         self._chunk(b"data: [DONE]\n\n")

@@ -113,7 +113,7 @@ def parse_json(raw: bytes, what: str) -> Any:
 class _Exchange:
     """One HTTP request on its own connection, under a watchdog that shuts the socket at the deadline."""
 
-    def __init__(self, url: str, deadline: Deadline):
+    def __init__(self, url: str, deadline: Deadline, stop: threading.Event | None = None):
         self.deadline = deadline
         self.url = url
         parts = urllib.parse.urlsplit(url)
@@ -127,11 +127,25 @@ class _Exchange:
             raise EndpointError(f"{url} has an invalid port") from None
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self.conn = cls(parts.hostname, port, timeout=timeout)
-        self.expired = False
-        self.watchdog: threading.Timer | None = None
+        self.expired = False  # the deadline shut the socket
+        self.cancelled = False  # the caller's stop event did
+        self.finished = threading.Event()
+        self.stop = stop
+
+    def _watch(self) -> None:
+        """Shuts the socket at the deadline, or when the caller's stop event is set."""
+        while not self.finished.is_set():
+            left = self.deadline.left()
+            if left <= 0:
+                self.expired = True
+                break
+            if self.stop is not None and self.stop.is_set():
+                self.cancelled = True
+                break
+            self.finished.wait(min(left, 0.1) if self.stop is not None else left)
+        self._shut()
 
     def _shut(self) -> None:
-        self.expired = True
         sock = self.conn.sock
         if sock is not None:
             try:
@@ -142,9 +156,7 @@ class _Exchange:
     def open(self, method: str, body: bytes | None, headers: dict[str, str]) -> http.client.HTTPResponse:
         if self.deadline.left() <= 0:
             raise EndpointError(self.timed_out())
-        self.watchdog = threading.Timer(max(0.0, self.deadline.left()), self._shut)
-        self.watchdog.daemon = True
-        self.watchdog.start()
+        threading.Thread(target=self._watch, daemon=True).start()
         try:
             self.conn.connect()
         except OSError as err:
@@ -173,10 +185,12 @@ class _Exchange:
         try:
             piece = response.read1(READ_SIZE)
         except (OSError, http.client.HTTPException, ValueError) as err:
+            if self.cancelled:
+                return b""
             if self.expired or self.deadline.left() <= 0:
                 raise EndpointError(self.timed_out()) from None
             raise EndpointError(f"the reply from {self.url} broke off: {type(err).__name__}: {err}") from None
-        if not piece and self.expired:  # the watchdog shut the socket: an end, but not the server's
+        if not piece and self.expired and not self.cancelled:  # the watchdog shut the socket: not the server's end
             raise EndpointError(self.timed_out())
         return piece
 
@@ -204,8 +218,7 @@ class _Exchange:
                 raise EndpointError(f"{what} is larger than {limit >> 20} MB: not read further")
 
     def close(self) -> None:
-        if self.watchdog is not None:
-            self.watchdog.cancel()
+        self.finished.set()
         self._shut()
         self.conn.close()
 
@@ -233,7 +246,7 @@ def request(url: str, body: dict[str, Any], deadline: Deadline | None = None,
     if deadline is not None and deadline.left() < own.left():
         own = deadline
     target = f"{url}/v1/chat/completions"
-    exchange = _Exchange(target, own)
+    exchange = _Exchange(target, own, stop)
     try:
         response = exchange.open("POST", json.dumps(body).encode(), {"Content-Type": "application/json"})
         if body.get("stream"):

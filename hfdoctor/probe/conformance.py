@@ -35,6 +35,7 @@ from hfdoctor.probe.tool_calls import (ARGUMENT_TYPES_EXAMPLE, WEATHER_TOOL, bas
 OTHERS = 3
 OTHER_MAX_TOKENS = 1024  # long enough to still be streaming when the seeded reply ends
 OTHER_PROMPT = "Count from {start} to {end}, one number per line, with nothing else."
+FIRST_CHUNK_WAIT_S = 30.0  # how long the other requests may take to start streaming, all of them
 AFTER_END_WAIT_S = 10.0  # how long a still-open request may take to send its next chunk
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
           "required": ["city", "population"], "additionalProperties": False}
@@ -78,11 +79,16 @@ class Overlap:
         for t in threads:
             t.start()
         try:
+            wait_until = min(time.monotonic() + FIRST_CHUNK_WAIT_S, self.deadline.at)
             for event in self.first:
-                event.wait(max(0.0, self.deadline.left()))
+                event.wait(max(0.0, wait_until - time.monotonic()))
             ended = [i for i in range(OTHERS) if self.done[i].is_set()]
             if any(self.errors):
                 return "", f"another request failed: {next(e for e in self.errors if e)}"
+            started = sum(e.is_set() for e in self.first)
+            if started < OTHERS:
+                return "", (f"only {started} of {OTHERS} other streamed requests had sent a first chunk after "
+                            f"{FIRST_CHUNK_WAIT_S:.0f} s: the server queues requests rather than running them together")
             if len(ended) == OTHERS:
                 return "", (f"all {OTHERS} other requests (max_tokens {OTHER_MAX_TOKENS}) had finished before the "
                             "seeded one could be sent: the server ends replies early (or ignores max_tokens)")
@@ -180,8 +186,11 @@ def kwargs_honoured(url: str, model: str, deadline: Deadline) -> CheckResult:
 
 
 # Servers known not to implement a feature: the check is not-applicable there, saying so.
-UNSUPPORTED = {"transformers serve": {"structured-output": "transformers serve does not implement response_format "
-                                                           "json_schema (it is ignored, not enforced)"}}
+UNSUPPORTED = {"transformers serve": {
+    "structured-output": "transformers serve does not implement response_format json_schema (it is ignored, not "
+                         "enforced)",
+    "tool-choice-honoured": "transformers serve does not implement tool_choice (its own list of unsupported "
+                            "fields names it), so no call can be forced either"}}
 TOOL_CHECKS = ("tool-call-arguments", "tool-call-stream", "tool-call-parallel")
 
 
@@ -197,9 +206,15 @@ def conformance(url: str, model: str, *, seeded: bool = False, reasoning_parser:
             return [CheckResult("structured-output", "not-applicable", unsupported["structured-output"])]
         return [structured_output(url, model, deadline)]
 
+    def choice(deadline: Deadline) -> list[CheckResult]:
+        if "tool-choice-honoured" in unsupported:
+            return [CheckResult("tool-choice-honoured", "not-applicable", unsupported["tool-choice-honoured"])]
+        return [tool_choice_honoured(url, model, deadline)]
+
+    force = "tool-choice-honoured" not in unsupported
     checks: tuple[tuple[tuple[str, ...], Callable[[Deadline], list[CheckResult]]], ...] = (
-        (TOOL_CHECKS, lambda d: tool_checks(url, model, d)),
-        (("tool-choice-honoured",), lambda d: [tool_choice_honoured(url, model, d)]),
+        (TOOL_CHECKS, lambda d: tool_checks(url, model, d, force)),
+        (("tool-choice-honoured",), choice),
         (("seed-parity",), lambda d: [seed_parity(url, model, seeded, d)]),
         (("structured-output",), structured),
         (("kwargs-honoured",), lambda d: [kwargs_honoured(url, model, d)]),

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfdoctor.probe.checks import MIN_DECISIVE_BUDGET, QUESTION, CheckResult
-from hfdoctor.probe.client import Deadline, EndpointError, Unreachable, list_models, request
+from hfdoctor.probe.client import EndpointError, Unreachable, list_models, request
 from hfdoctor.probe.preflight import ProbeRefused
 
-REQUEST_TIMEOUT_S = 300
 START_TIMEOUT_S = 300
 THINK_MARKERS = ("<think>", "</think>", "[THINK]", "[/THINK]")
 COMPARED = ("think-on", "think-off", "stops-at-eos", "deterministic")
@@ -63,7 +62,7 @@ class Endpoint:
         if kwargs:
             body["chat_template_kwargs"] = kwargs
         try:
-            done = request(self.url, body, Deadline(REQUEST_TIMEOUT_S))
+            done = request(self.url, body)
         except EndpointError as err:
             raise ProbeRefused(str(err)) from None
         return Reply(done.content, done.reasoning, done.finish_reason, done.tokens)

@@ -98,10 +98,17 @@ def _loads(text: Any) -> Any:
         return None
 
 
-def tool_checks(url: str, model: str, deadline: Deadline) -> list[CheckResult]:
+def tool_checks(url: str, model: str, deadline: Deadline, force: bool = True) -> list[CheckResult]:
+    """The argument, stream and parallel checks; `force`: retry with a named tool_choice when
+    the model answers in text (False for a server known not to implement tool_choice)."""
     body = base(model, TOOL_PROMPT, tools=[WEATHER_TOOL], tool_choice="auto")
     plain = request(url, body, deadline)
     forced = ""
+    if not plain.tool_calls and not force:
+        why = (f"the model answered in text ({plain.content[:60]!r}) instead of calling the tool, and the server "
+               "cannot be made to (it does not implement tool_choice)")
+        return [CheckResult(name, "not-applicable", why)
+                for name in ("tool-call-arguments", "tool-call-stream", "tool-call-parallel")]
     if not plain.tool_calls:
         said = plain.content[:60]
         body = {**body, "tool_choice": NAMED_CHOICE}
