@@ -33,7 +33,7 @@ from hfdoctor.probe.tool_calls import (ARGUMENT_TYPES_EXAMPLE, WEATHER_TOOL, bas
 
 # With the seeded request, four at once: what a server with four slots (llama-server -np 4) runs together.
 OTHERS = 3
-OTHER_MAX_TOKENS = 1024  # long enough to still be streaming when the seeded reply ends
+OTHER_MAX_TOKENS = 256  # on a server that runs requests together, still streaming when the seeded reply (48) ends
 OTHER_PROMPT = "Count from {start} to {end}, one number per line, with nothing else."
 FIRST_CHUNK_WAIT_S = 30.0  # how long the other requests may take to start streaming, all of them
 AFTER_END_WAIT_S = 10.0  # how long a still-open request may take to send its next chunk
