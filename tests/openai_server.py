@@ -18,7 +18,7 @@ checks (the MLX server incident of issue 25, the tool_choice and overlap gaps of
 
 And one mode for each class of hostile server (issue 31):
 
-- drip: chat replies come one byte a second;
+- drip: chat replies come one byte a second (the body; a stream's status line and headers too);
 - endless-sse: streams never end (a chunk every 50 ms);
 - long-sse-line: a stream is one line that never ends;
 - huge-models: /v1/models is an endless body;
@@ -284,6 +284,12 @@ class _Handler(BaseHTTPRequestHandler):
         """Answers as the hostile mode does; False where the mode leaves this request alone."""
         mode = self.server_state.mode
         stream = bool(body.get("stream"))
+        if mode == "drip" and stream:  # even the status line and headers come a byte a second
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n":
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(1.0)
+            return True
         if mode == "drip":
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -156,11 +156,11 @@ class _Exchange:
     def open(self, method: str, body: bytes | None, headers: dict[str, str]) -> http.client.HTTPResponse:
         if self.deadline.left() <= 0:
             raise EndpointError(self.timed_out())
-        threading.Thread(target=self._watch, daemon=True).start()
         try:
-            self.conn.connect()
+            self.conn.connect()  # bounded by the connection's timeout (at most what the deadline leaves)
         except OSError as err:
             raise Unreachable(f"nothing answers at {self.url}: {type(err).__name__}: {err}") from None
+        threading.Thread(target=self._watch, daemon=True).start()  # from here on, the socket exists to shut
         try:
             self.conn.request(method, self.path, body=body, headers=headers)
             response = self.conn.getresponse()
