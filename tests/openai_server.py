@@ -14,7 +14,9 @@ checks (the MLX server incident of issue 25, the tool_choice and overlap gaps of
 - drop-kwargs: chat_template_kwargs are ignored (the model always reasons);
 - no-auto-calls: the model answers in text with tool_choice auto; the server honours a named
   or "required" tool_choice (a small model on a conformant server);
-- ignores-tool-choice: the model answers in text, whatever tool_choice says.
+- ignores-tool-choice: the model answers in text, whatever tool_choice says;
+- required-only: as no-auto-calls, but a named tool_choice is taken for "auto" (llama-server
+  reads only the string forms).
 
 And one mode for each class of hostile server (issue 31):
 
@@ -37,7 +39,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ("good", "dup-stream-args", "string-values", "parallel-indices", "seed-drift", "completes-fast",
-         "broken-strict-stream", "drop-kwargs", "no-auto-calls", "ignores-tool-choice")
+         "broken-strict-stream", "drop-kwargs", "no-auto-calls", "ignores-tool-choice", "required-only")
 HOSTILE_MODES = ("drip", "endless-sse", "long-sse-line", "huge-models", "models-not-object", "deep-json",
                  "wrong-types", "redirect")
 ARGUMENTS = {"room": "living room", "celsius": 22.5, "fan_level": 3, "eco": True, "days": ["Monday", "Tuesday"],
@@ -191,6 +193,8 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         if mode == "no-auto-calls":
             return choice == "required" or isinstance(choice, dict)
+        if mode == "required-only":
+            return choice == "required"
         return choice != "none"
 
     def _answer(self, body: dict, busy: bool) -> tuple[dict, str]:

@@ -23,6 +23,7 @@ EXPECTED_FAILURE = {
     "broken-strict-stream": "structured-output",
     "drop-kwargs": "kwargs-honoured",
     "ignores-tool-choice": "tool-choice-honoured",
+    "required-only": "tool-choice-honoured",
 }
 TOOL_CALL_CHECKS = ("tool-call-arguments", "tool-call-stream", "tool-call-parallel")
 
@@ -52,7 +53,7 @@ def test_each_misbehaviour_fails_exactly_its_check(server):
     evidence = {"dup-stream-args": "do not assemble into JSON", "string-values": "not number",
                 "parallel-indices": "carries two ids",
                 "seed-drift": "other request(s) streamed", "broken-strict-stream": "streamed reply is not JSON",
-                "drop-kwargs": "drops the kwarg", "ignores-tool-choice": "no tool call"}[server.mode]
+                "drop-kwargs": "drops the kwarg", "ignores-tool-choice": "no tool call", "required-only": "naming set_thermostat, not streamed: no tool call"}[server.mode]
     assert evidence in detail, detail
 
 
@@ -79,9 +80,17 @@ def test_seed_parity_shows_the_overlap_it_judged(server):
 def test_a_model_that_does_not_call_on_its_own_is_forced_with_a_named_tool_choice(server):
     results = {c.name: c for c in conformance(server.url, "fake-model", seeded=True)}
     assert all(results[name].status == "passed" for name in (*TOOL_CALL_CHECKS, "tool-choice-honoured")), results
-    assert "forced with a named tool_choice" in results["tool-call-arguments"].detail
+    assert "forced with tool_choice naming set_thermostat" in results["tool-call-arguments"].detail
     forced = [r for r in server.requests if isinstance(r.get("tool_choice"), dict)]
     assert forced and all(r["tool_choice"]["function"]["name"] == "set_thermostat" for r in forced)
+
+
+@pytest.mark.parametrize("server", ["required-only"], indirect=True)
+def test_a_server_that_reads_only_required_still_gets_its_calls_judged(server):
+    results = {c.name: c for c in conformance(server.url, "fake-model", seeded=True)}
+    assert all(results[name].status == "passed" for name in TOOL_CALL_CHECKS), results
+    assert 'forced with tool_choice "required"' in results["tool-call-arguments"].detail
+    assert results["tool-choice-honoured"].status == "failed"
 
 
 @pytest.mark.parametrize("server", ["ignores-tool-choice"], indirect=True)

@@ -53,7 +53,6 @@ TOOL_PROMPT = ("Set the living room thermostat to 22.5 degrees, fan level 3, eco
                "starting at 07:00. Use the tool.")
 PARALLEL_PROMPT = ("Set the living room thermostat to 21 degrees and the bedroom thermostat to 18 degrees, fan level "
                    "1, eco mode off, every day from 06:00. Call the tool once for each room.")
-FORCED = " (forced with a named tool_choice: the model answered in text with tool_choice auto)"
 
 
 def base(model: str, prompt: str, **extra: Any) -> dict[str, Any]:
@@ -111,13 +110,18 @@ def tool_checks(url: str, model: str, deadline: Deadline, force: bool = True) ->
                 for name in ("tool-call-arguments", "tool-call-stream", "tool-call-parallel")]
     if not plain.tool_calls:
         said = plain.content[:60]
-        body = {**body, "tool_choice": NAMED_CHOICE}
-        plain = request(url, body, deadline)
-        forced = FORCED
-        if not plain.tool_calls:
+        # Named first (what the issue's clients send); "required" is the same with one tool, and
+        # some servers implement only the string forms.
+        for choice, how in ((NAMED_CHOICE, f"naming {TOOL_NAME}"), ("required", '"required"')):
+            body = {**body, "tool_choice": choice}
+            plain = request(url, body, deadline)
+            if plain.tool_calls:
+                forced = f" (forced with tool_choice {how}: the model answered in text with tool_choice auto)"
+                break
+        else:
             why = (f"no tool call to judge: the model answered in text ({said!r}) with tool_choice auto, and again "
-                   f"({plain.content[:60]!r}) with tool_choice naming {TOOL_NAME}, which a conformant server must "
-                   "honour (see tool-choice-honoured)")
+                   f"({plain.content[:60]!r}) with a tool_choice naming {TOOL_NAME} and with \"required\", which a "
+                   "conformant server must honour (see tool-choice-honoured)")
             return [CheckResult(name, "inconclusive", why)
                     for name in ("tool-call-arguments", "tool-call-stream", "tool-call-parallel")]
     results = []
@@ -137,19 +141,17 @@ def tool_checks(url: str, model: str, deadline: Deadline, force: bool = True) ->
                                (detail or f"{len(streamed.tool_calls)} streamed call(s) assemble into the non-streamed "
                                           "ones (index, id, name, arguments)") + forced))
     try:
-        results.append(parallel_calls(url, model, Deadline.for_check(), bool(forced)))
+        results.append(parallel_calls(url, model, Deadline.for_check(), body["tool_choice"], forced))
     except EndpointError as err:
         results.append(CheckResult("tool-call-parallel", "failed", str(err)))
     return results
 
 
-def parallel_calls(url: str, model: str, deadline: Deadline, force: bool = False) -> CheckResult:
+def parallel_calls(url: str, model: str, deadline: Deadline, choice: Any = "auto", forced: str = "") -> CheckResult:
     """Two calls in one turn: streamed, each keeps its own index (and id), and the assembled
-    calls are the non-streamed ones, in order."""
-    body = base(model, PARALLEL_PROMPT, tools=[WEATHER_TOOL], tool_choice=NAMED_CHOICE if force else "auto",
-                parallel_tool_calls=True)
+    calls are the non-streamed ones, in order. `choice`: the tool_choice that made the model call."""
+    body = base(model, PARALLEL_PROMPT, tools=[WEATHER_TOOL], tool_choice=choice, parallel_tool_calls=True)
     plain = request(url, body, deadline)
-    forced = FORCED if force else ""
     if len(plain.tool_calls) < 2:
         return CheckResult("tool-call-parallel", "not-applicable", f"the model made {len(plain.tool_calls)} call(s) "
                            f"where two were asked for: no parallel calls to check{forced}")
