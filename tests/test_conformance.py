@@ -53,7 +53,8 @@ def test_each_misbehaviour_fails_exactly_its_check(server):
     evidence = {"dup-stream-args": "do not assemble into JSON", "string-values": "not number",
                 "parallel-indices": "carries two ids",
                 "seed-drift": "other request(s) streamed", "broken-strict-stream": "streamed reply is not JSON",
-                "drop-kwargs": "drops the kwarg", "ignores-tool-choice": "no tool call", "required-only": "naming set_thermostat, not streamed: no tool call"}[server.mode]
+                "drop-kwargs": "drops the kwarg", "ignores-tool-choice": "no tool call",
+                "required-only": "naming set_thermostat, not streamed: no tool call"}[server.mode]
     assert evidence in detail, detail
 
 

@@ -132,9 +132,9 @@ def tool_checks(url: str, model: str, deadline: Deadline, force: bool = True) ->
                                    f"the arguments are not a JSON string: {str(call['arguments'])[:120]!r}{forced}"))
     else:
         problems = validate(arguments, WEATHER_TOOL["function"]["parameters"])
-        results.append(CheckResult("tool-call-arguments", "failed" if problems else "passed",
-                                   ("; ".join(problems[:4]) if problems else
-                                    f"{call['name']}({call['arguments'][:100]}) validates against the schema") + forced))
+        shown = "; ".join(problems[:4]) if problems else \
+            f"{call['name']}({call['arguments'][:100]}) validates against the schema"
+        results.append(CheckResult("tool-call-arguments", "failed" if problems else "passed", shown + forced))
     streamed = request(url, {**body, "stream": True}, deadline)
     detail = _stream_difference(plain, streamed)
     results.append(CheckResult("tool-call-stream", "failed" if detail else "passed",
