@@ -231,7 +231,7 @@ def probe(args: argparse.Namespace) -> int:
         path = local_directory(args.target, "probe")
     return run_probe(path, device=args.device, max_new_tokens=args.max_new_tokens, output_format=args.format,
                      trust_remote_code=args.trust_remote_code, console=stdout_console(), display_target=args.target,
-                     gguf_file=gguf_file, serve=args.serve, **served)
+                     gguf_file=gguf_file, serve=args.serve, threads=args.threads, verbose=args.verbose, **served)
 
 
 # --- rules, explain, hook install -------------------------------------------------------
@@ -413,6 +413,9 @@ def probe_parser() -> argparse.ArgumentParser:
                    "its first listed model).")
     p.add_argument("--seeded", action="store_true", help="The server promises seeded determinism: seed-parity "
                    "differences fail instead of being inconclusive.")
+    p.add_argument("--threads", type=at_least(int, 1), metavar="N", help="torch's CPU threads (default: the cores "
+                   "available to this process).")
+    p.add_argument("--verbose", action="store_true", help="Let transformers print its progress bars and warnings.")
     return p
 
 

@@ -37,8 +37,12 @@ def run_probe(
     endpoint: str | None = None,
     endpoint_model: str | None = None,
     seeded: bool = False,
+    threads: int | None = None,
+    verbose: bool = False,
 ) -> int:
     """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2)."""
+    if path is not None and not has_probe_extra():
+        return 2
     from rich.console import Console
 
     from hfdoctor.probe.output import ProbeResult, write_json, write_text
@@ -53,7 +57,8 @@ def run_probe(
         if path is None:  # --endpoint alone: only what serving suites check, no local weights
             endpoint_only(result, endpoint, endpoint_model, seeded, errors)
         else:
-            probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file)
+            probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file,
+                  threads or available_cores(), verbose)
         if path is not None and (serve or endpoint):
             probe_served(result, path, device, max_new_tokens, serve, endpoint, endpoint_model, gguf_file, seeded)
     except ProbeRefused as err:
@@ -66,11 +71,42 @@ def run_probe(
     return result.exit_code()
 
 
+def has_probe_extra() -> bool:
+    """torch and transformers import; else one line on stderr naming the extra to install."""
+    import sys
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as err:
+        missing = getattr(err, "name", None) or "torch or transformers"
+        print(f"hfdoctor probe loads the weights with torch and transformers ({missing} is not installed): "
+              "pip install 'hfdoctor[probe]'", file=sys.stderr)
+        return False
+    return True
+
+
+def available_cores() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the machine's)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 def endpoint_only(result: "ProbeResult", url: str, model: str | None, seeded: bool, errors: "Console") -> None:
     from hfdoctor.probe import conformance, served
     from hfdoctor.report.text import line
+    from hfdoctor.probe.checks import CheckResult
 
-    endpoint = served.external(url, model)
+    try:
+        endpoint = served.external(url, model)
+    except served.BadListing as err:  # the server answered, wrongly: a conformance failure, not a refusal
+        result.served = {"endpoint": url, "server": "external", "model": None}
+        result.conformance = [CheckResult("models-listed", "failed", str(err))]
+        return
     result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
     errors.print(line(f"probing {endpoint.url} ({endpoint.model}): served conformance"))  # the server's name: inert
     result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded)
@@ -114,7 +150,7 @@ def conformance_parser(repo) -> str | None:
 
 
 def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, trust_remote_code: bool,
-          errors: "Console", gguf_file: str | None = None) -> None:
+          errors: "Console", gguf_file: str | None = None, threads: int = 1, verbose: bool = False) -> None:
     """Fill `result` in, stage by stage, under a progress display on stderr."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -148,9 +184,17 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
         family, variant = found.family_ref, found.variant_ref
         template = repo.chat_template.text  # preflight refused a repo without one
 
-        step("importing torch")
+        step(f"importing torch ({threads} thread{'s' if threads != 1 else ''})")
+        import torch
+
         from hfdoctor.probe.checks import run_checks
-        from hfdoctor.probe.session import Session, loads_via_cpu, resolve_device
+        from hfdoctor.probe.session import Session, loads_via_cpu, quiet_transformers, resolve_device
+
+        # torch's default is every core of the machine, which under load (or in a container
+        # given a share of them) is several times slower than the cores this process has.
+        torch.set_num_threads(threads)
+        if not verbose:
+            quiet_transformers()
 
         result.device = resolve_device(device)
         preflight.check_memory(weights, result.device)

@@ -13,7 +13,6 @@ probe's questions.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -25,13 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfdoctor.probe.checks import MIN_DECISIVE_BUDGET, QUESTION, CheckResult
-from hfdoctor.probe.conformance import EndpointError, request
+from hfdoctor.probe.client import EndpointError, Unreachable, list_models, request
 from hfdoctor.probe.preflight import ProbeRefused
 
-REQUEST_TIMEOUT_S = 300
 START_TIMEOUT_S = 300
 THINK_MARKERS = ("<think>", "</think>", "[THINK]", "[/THINK]")
 COMPARED = ("think-on", "think-off", "stops-at-eos", "deterministic")
+
+
+class BadListing(ProbeRefused):
+    """/v1/models answered, but not with a list of models: with --endpoint alone, a failed check."""
 
 
 @dataclass
@@ -60,7 +62,7 @@ class Endpoint:
         if kwargs:
             body["chat_template_kwargs"] = kwargs
         try:
-            done = request(self.url, body, timeout=REQUEST_TIMEOUT_S)
+            done = request(self.url, body)
         except EndpointError as err:
             raise ProbeRefused(str(err)) from None
         return Reply(done.content, done.reasoning, done.finish_reason, done.tokens)
@@ -107,17 +109,20 @@ def start_server(path: str, device: str) -> Endpoint:
 
 
 def external(url: str, model: str | None) -> Endpoint:
-    """A running server; its first listed model unless one is named."""
+    """A running server; its first listed model unless one is named. /v1/models is read as
+    untrusted (client.py): a broken or hostile listing is a refusal naming what is wrong."""
     url = url.rstrip("/").removesuffix("/v1")
     if model is None:
         try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=30) as response:
-                listed = json.loads(response.read()).get("data") or []
-        except (urllib.error.URLError, OSError, ValueError) as err:
-            raise ProbeRefused(f"the endpoint {url} does not list its models (/v1/models): {err}") from None
+            listed = list_models(url)
+        except Unreachable as err:
+            raise ProbeRefused(str(err)) from None
+        except EndpointError as err:
+            raise BadListing(f"the endpoint {url} does not list its models as an OpenAI-compatible server does "
+                             f"(GET /v1/models): {err}; name the model with --endpoint-model") from None
         if not listed:
-            raise ProbeRefused(f"the endpoint {url} lists no model: name one with --endpoint-model")
-        model = listed[0].get("id")
+            raise BadListing(f"the endpoint {url} lists no model (GET /v1/models): name one with --endpoint-model")
+        model = listed[0]
     return Endpoint(url, str(model), "external")
 
 

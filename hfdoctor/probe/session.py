@@ -144,7 +144,6 @@ class Session:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        quiet_transformers()
         self.device = device
         self.max_new_tokens = max_new_tokens
         self.eos_ids = eos_ids
