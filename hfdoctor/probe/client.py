@@ -98,7 +98,8 @@ def expect(value: Any, kinds: type | tuple[type, ...], where: str) -> Any:
     return value
 
 
-def parse_json(raw: bytes, what: str) -> Any:
+def parse_json(raw: bytes | str, what: str) -> Any:
+    """JSON from a reply; str too (content that JSON escapes made hold lone surrogates is never re-encoded)."""
     try:
         return json.loads(raw)
     except RecursionError:
@@ -331,7 +332,7 @@ def _assemble(exchange: _Exchange, response: http.client.HTTPResponse,
             ended = True
             break
         number += 1
-        chunk = parse_json(payload.encode(), f"stream chunk {number}")
+        chunk = parse_json(payload, f"stream chunk {number}")
         where = f"stream chunk {number}: choices"
         expect(chunk, dict, f"stream chunk {number}")
         choices = expect(chunk.get("choices"), list, where)

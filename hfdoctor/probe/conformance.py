@@ -145,7 +145,7 @@ def structured_output(url: str, model: str, deadline: Deadline) -> CheckResult:
     for label, stream in (("non-streamed", False), ("streamed", True)):
         reply = request(url, {**body, "stream": stream}, deadline)
         try:
-            value = parse_json(reply.content.encode(), f"the {label} reply")
+            value = parse_json(reply.content, f"the {label} reply")
         except EndpointError as err:
             return CheckResult("structured-output", "failed", str(err))
         problems = validate(value, SCHEMA)
