@@ -168,20 +168,21 @@ def test_hub_id_from_local_cache_offline(tmp_path):
     import shutil
 
     cache = tmp_path / "hub"
-    snap = cache / "models--Qwen--Qwen3-8B" / "snapshots" / "abc123"
+    commit = "abc123" + "0" * 34  # the cache names snapshots by their 40-hex commit id
+    snap = cache / "models--Qwen--Qwen3-8B" / "snapshots" / commit
     shutil.copytree(QWEN3, snap)
     (cache / "models--Qwen--Qwen3-8B" / "refs").mkdir()
-    (cache / "models--Qwen--Qwen3-8B" / "refs" / "main").write_text("abc123")
+    (cache / "models--Qwen--Qwen3-8B" / "refs" / "main").write_text(commit)
     proc = run_cli("check", "Qwen/Qwen3-8B", env={"HF_HUB_CACHE": str(cache)})
     assert proc.returncode == 2 and "incomplete" in proc.stderr + proc.stdout and "special_tokens_map.json" in proc.stdout
-    absent = cache / "models--Qwen--Qwen3-8B" / ".no_exist" / "abc123"
+    absent = cache / "models--Qwen--Qwen3-8B" / ".no_exist" / commit
     absent.mkdir(parents=True)
     for name in ("special_tokens_map.json", "chat_template.json"):
         (absent / name).touch()
     proc = run_cli("check", "Qwen/Qwen3-8B", "--format", "json", env={"HF_HUB_CACHE": str(cache)})
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["target"] == "Qwen/Qwen3-8B" and report["lineage"]["family"] == "qwen3"
-    assert report["revision"] == {"requested": "main", "commit": "abc123", "from": "local HF cache (offline)"}
+    assert report["revision"] == {"requested": "main", "commit": commit, "from": "local HF cache (offline)"}
     assert run_cli("check", "Qwen/Nope-1B", env={"HF_HUB_CACHE": str(cache)}).returncode == 2
 
 
@@ -237,7 +238,7 @@ def test_options_may_come_between_targets_and_usage_errors_are_exit_2():
                        (["check", str(FIXTURE), "--sel", "TPL001"], "unrecognized arguments: --sel"),  # no abbreviations
                        (["probe", "--max-new-tokens", "x"], "'x' is not an int"),
                        (["nonsense"], "invalid choice: 'nonsense'"),
-                       (["hook", "uninstall"], "invalid choice: 'uninstall'"),
+                       (["hook", "remove"], "invalid choice: 'remove'"),
                        ([], "usage: hfdoctor"), (["hook"], "usage: hfdoctor hook")):
         proc = run_cli(*args)
         assert proc.returncode == 2 and said in proc.stderr and proc.stdout == "", (args, proc.stderr)

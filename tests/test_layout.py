@@ -118,7 +118,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_lazy_imports():
     """The reader is not blind: a function-level import is an edge (the CLI imports check lazily)."""
     graph = import_graph()
-    assert "hfdoctor.survey" in graph["hfdoctor.cli"]
+    assert "hfdoctor.survey" in graph["hfdoctor.cli.commands"]
     assert "hfdoctor.rules.base" in graph["hfdoctor.rules.template.presence"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

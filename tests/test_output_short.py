@@ -36,7 +36,8 @@ def test_a_clean_upstream_folder_prints_a_few_lines():
 
     shown = run_cli("check", str(QWEN3), "--show-info").stdout
     for f in infos:
-        assert f"{f['file']}: info {f['code']} {f['rule']} {f['message']}" in shown
+        where = f"{f['file']}:{f['line']}" if f["line"] else f["file"]
+        assert f"{where}: info {f['code']} {f['rule']} {f['message']}" in shown
     assert "  template: source=chat_template.jinja" in shown and f"{len(infos)} info;" in shown
 
     quiet = run_cli("check", str(QWEN3), "--quiet").stdout

@@ -1,0 +1,215 @@
+"""The commands: thin functions over the library, each returning its exit code (CONTRACT.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from hfdoctor.findings import Severity
+
+from hfdoctor.cli.common import (check_selectors, fail, local_directory, read_targets, split_list, stderr_console,
+                                 stdout_console)
+
+# --- check -------------------------------------------------------------------------------
+
+
+def check(args: argparse.Namespace) -> int:
+    """Run every static rule. Never writes (but --summary); never reads tensor data."""
+    from hfdoctor.survey import Options, check_many, rule_counts
+
+    selects, ignores = split_list(args.select), split_list(args.ignore)
+    check_selectors(selects + ignores)
+    all_targets = list(args.targets) + read_targets(args.from_file)
+    if not all_targets:
+        fail("give at least one TARGET (or --from FILE)")
+    if args.git_since is not None and args.git_rev is None:
+        fail("--git-since needs --git-rev (the commit being pushed)")
+    options = Options(tuple(selects), tuple(ignores), tuple(args.upstream or ()), args.revision, args.git_rev,
+                      args.cache, args.timeout, git_since=args.git_since)
+    workers = args.jobs or os.cpu_count() or 1
+    display = text_display(args)
+    results: list = [None] * len(all_targets)
+    for index, result in check_many(all_targets, options, workers):
+        results[index] = result
+        stream(result, args.format, display)
+    emit(results, args.format, display)
+    if args.summary is not None:
+        from hfdoctor.report.markdown import write_markdown
+
+        try:
+            with open(args.summary, "a", encoding="utf-8") as handle:
+                handle.write(write_markdown(results))
+        except OSError as err:
+            fail(f"cannot write --summary {args.summary}: {err.strerror or err}")
+    if len(all_targets) > 1 and args.format in ("text", "jsonl"):
+        from hfdoctor.findings import TargetError
+        from hfdoctor.report.text import write_rule_summary
+
+        console = stdout_console() if args.format == "text" else stderr_console()
+        failed = sum(isinstance(r, TargetError) for r in results)
+        write_rule_summary(rule_counts(results), len(results), failed, console, display)
+    return exit_code(results, Severity.parse(args.fail_on))
+
+
+def text_display(args: argparse.Namespace):
+    from hfdoctor.report.text import Display
+
+    return Display(show_info=args.show_info, quiet=getattr(args, "quiet", False))
+
+
+def stream(result, output_format: str, display) -> None:
+    """Formats that print each target as it finishes."""
+    if output_format == "jsonl":
+        from hfdoctor.report.json_report import write_jsonl_line
+
+        print(write_jsonl_line(result), flush=True)
+    elif output_format == "text":
+        from hfdoctor.report.text import write_text
+
+        write_text([result], stdout_console(), display)
+
+
+def emit(results, output_format: str, display) -> None:
+    """Formats that print once, when every target is done."""
+    if output_format == "json":
+        from hfdoctor.report.json_report import write_json
+
+        print(write_json(results))
+    elif output_format == "github":
+        from hfdoctor.report.github import write_github
+
+        print(write_github(results, show_info=display.show_info))
+    elif output_format == "sarif":
+        from hfdoctor.report.sarif import write_sarif
+
+        print(write_sarif(results))
+
+
+def exit_code(results, fail_on: Severity) -> int:
+    from hfdoctor.findings import TargetError
+
+    if any(isinstance(r, TargetError) or r.internal_errors for r in results):
+        return 2
+    worst = max((r.worst() for r in results if r.worst() is not None), default=None)
+    return 1 if worst is not None and worst >= fail_on else 0
+
+
+# --- fix, probe ----------------------------------------------------------------------------
+
+
+def fix(args: argparse.Namespace) -> int:
+    """Write the minimal patch for fixable findings, then re-check and report what remains."""
+    from hfdoctor.upstream import Upstream
+
+    selects, ignores = split_list(args.select), split_list(args.ignore)
+    check_selectors(selects + ignores)
+    up = Upstream.from_options(args.upstream)
+    targets = ([args.target] if args.target else []) + read_targets(args.from_file)
+    if not targets:
+        fail("give a TARGET (or --pr --from FILE)")
+    hub = [t for t in targets if not os.path.isdir(t)]
+    fail_on = Severity.parse(args.fail_on)
+    if args.pr or (args.diff and hub):
+        from hfdoctor.fix.cli_hub import run_hub_fix
+
+        return run_hub_fix(targets, pr=args.pr, diff=args.diff, dry_run=args.dry_run, unsafe_fixes=args.unsafe_fixes,
+                           select=selects, ignore=ignores, upstream=up, jobs=args.jobs,
+                           output_format=args.format, fail_on=fail_on, console=stdout_console())
+    if len(targets) != 1 or args.dry_run:
+        fail("--from, --jobs and --dry-run are for `fix --pr`; fix one directory at a time")
+    from hfdoctor.fix import run_fix
+
+    return run_fix(local_directory(targets[0], "fix"), diff=args.diff, unsafe_fixes=args.unsafe_fixes,
+                   select=selects, ignore=ignores, upstream=up, fail_on=fail_on, output_format=args.format,
+                   console=stdout_console(), display=text_display(args))
+
+
+def probe(args: argparse.Namespace) -> int:
+    """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
+    from hfdoctor.probe import run_probe
+
+    served = dict(endpoint=args.endpoint, endpoint_model=args.endpoint_model, seeded=args.seeded)
+    if args.target is None:
+        if args.endpoint is None:
+            fail("give a TARGET (a checkpoint directory), or --endpoint URL to probe a running server alone")
+        return run_probe(None, output_format=args.format, console=stdout_console(), display_target=args.endpoint,
+                         **served)
+    gguf_file = None
+    if os.path.isfile(args.target) and args.target.endswith(".gguf"):  # one GGUF: its folder is the repository
+        path, gguf_file = os.path.dirname(os.path.abspath(args.target)), os.path.basename(args.target)
+    else:
+        path = local_directory(args.target, "probe")
+    return run_probe(path, device=args.device, max_new_tokens=args.max_new_tokens, output_format=args.format,
+                     trust_remote_code=args.trust_remote_code, console=stdout_console(), display_target=args.target,
+                     gguf_file=gguf_file, serve=args.serve, threads=args.threads, verbose=args.verbose, **served)
+
+
+# --- rules, explain, hook install -------------------------------------------------------
+
+
+def list_rules(args: argparse.Namespace) -> int:
+    """List every rule: code, name, default severity and what it flags."""
+    from hfdoctor.rules import ALL_RULES
+
+    if args.markdown:
+        print("| code | name | severity | what it flags |\n|---|---|---|---|")
+        for r in ALL_RULES:
+            # The anchor is each rule's helpUri in SARIF (hfdoctor.report.sarif.rule_help_uri).
+            print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | '
+                  f"{r.summary.replace('|', chr(92) + '|')} |")
+    elif args.format == "json":
+        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary}
+                          for r in ALL_RULES], indent=2))
+    else:
+        console = stdout_console()
+        for r in ALL_RULES:
+            console.print(f"[bold]{r.code:<8}[/bold] {r.name:<30} {str(r.severity):<8} {r.summary}", soft_wrap=True)
+    return 0
+
+
+def explain(args: argparse.Namespace) -> int:
+    """Print a rule's documentation."""
+    from hfdoctor.rules import find_rule
+
+    found = find_rule(args.rule)
+    if found is None:
+        fail(f"unknown rule {args.rule!r} (see `hfdoctor rules`)")
+    print(f"{found.code} {found.name} (default severity: {found.severity})\n")
+    print(found.doc)
+    return 0
+
+
+def hook_install(args: argparse.Namespace) -> int:
+    """Install a git pre-push hook that runs `hfdoctor check` on what each push carries.
+
+    For each pushed ref, every rule judges the pushed commit (--git-rev: the tip, what gets
+    served), and the blob rules (lfs-attributes: plain blobs over 10 MiB; unsafe-pickle:
+    pickles that import code) also judge every blob that the pushed commits add
+    (remote..local; every commit no remote has for a new branch), each blob once. The
+    working tree is never read. A pre-push hook that was already there (git-lfs's, which
+    uploads the LFS objects; pre-commit's) is kept and runs after hfdoctor's check passes,
+    so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
+    from hfdoctor.cli.hook import HookError, install_pre_push, lfs_advice
+
+    try:
+        path, chained = install_pre_push(args.repo, fail_on=args.fail_on)
+    except HookError as err:
+        fail(str(err))
+    print(f"installed {path}")
+    print(lfs_advice(args.repo, chained))
+    return 0
+
+
+def hook_uninstall(args: argparse.Namespace) -> int:
+    """Remove hfdoctor's pre-push hook and restore the hook it kept (git-lfs's, pre-commit's)."""
+    from hfdoctor.cli.hook import HookError, uninstall_pre_push
+
+    try:
+        path, restored = uninstall_pre_push(args.repo)
+    except HookError as err:
+        fail(str(err))
+    print(f"restored {path} (the hook that was there before hfdoctor's)" if restored else f"removed {path}")
+    return 0
+
+
