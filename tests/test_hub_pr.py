@@ -235,28 +235,9 @@ def test_a_hostile_repository_prints_inert_lines(hostile_hub):
     assert json.loads(as_json.stdout)["target"] == "acme/hostile"
 
 
-def runner_commands(output: str) -> list[str]:
-    """The workflow commands GitHub's runner would run on these lines: it reads lines split at CR
-    and LF, and between `::stop-commands::T` and a command named T (any case) runs none."""
-    import re
-
-    commands, stop = [], None
-    for raw in re.split(r"\r\n|\r|\n", output):
-        text = raw.lstrip()
-        if not text.startswith("::"):
-            continue
-        name = text[2:].split("::", 1)[0].split(" ", 1)[0]
-        if stop is not None:
-            if name.lower() == stop.lower():
-                stop = None
-            continue
-        commands.append(name)
-        if name == "stop-commands":
-            stop = text.split("::", 2)[2]
-    return commands
-
-
 def test_the_diff_is_byte_exact_and_under_github_actions_runs_no_command(hostile_hub, tmp_path, monkeypatch):
+    from test_output_inert import runner_commands
+
     plain = cli("fix", "acme/hostile", "--diff", token=None)
     assert plain.returncode in (0, 1), plain.stderr
     assert plain.stdout.startswith("--- a/README.md") and "\n ::error::ctx <img" in plain.stdout

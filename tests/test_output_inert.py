@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import string
+import subprocess
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -78,6 +79,27 @@ def check(root: Path, *args: str) -> str:
     assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
     assert_inert(proc.stderr)
     return proc.stdout
+
+
+def runner_commands(output: str) -> list[str]:
+    """The workflow commands GitHub's runner would run on this output: it reads lines split at CR
+    and LF, and between `::stop-commands::T` and a command named T (any case) runs none."""
+    import re
+
+    commands, stop = [], None
+    for raw in re.split(r"\r\n|\r|\n", output):
+        text = raw.lstrip()
+        if not text.startswith("::"):
+            continue
+        name = text[2:].split("::", 1)[0].split(" ", 1)[0]
+        if stop is not None:
+            if name.lower() == stop.lower():
+                stop = None
+            continue
+        commands.append(name)
+        if name == "stop-commands":
+            stop = text.split("::", 2)[2]
+    return commands
 
 
 def strings(value) -> list[str]:
@@ -191,6 +213,32 @@ def test_fix_report_is_inert(hostile, tmp_path):
     assert_inert(proc.stdout)
     assert_inert(proc.stderr)
     assert "bad\\xff\\xfe.pkl" in proc.stdout
+
+
+def test_fix_diff_is_byte_exact_and_under_github_actions_runs_no_command(tmp_path):
+    """A patch prints the repository's lines as they are; a context line ` ::error::x` (right
+    after the card's front matter, next to the base_model fix) is a command to GitHub's runner
+    unless the patch sits between stop-commands lines, which git apply skips."""
+    folder = tmp_path / "model"
+    shutil.copytree(SEED, folder)
+    card = (folder / "README.md").read_text()
+    (folder / "README.md").write_text(card.replace("---\n\n# broken-model", "---\n::error::ctx\r::warning::cr\n"
+                                                   "\n# broken-model"))
+    plain = run_cli("fix", str(folder), "--diff")
+    wrapped = run_cli("fix", str(folder), "--diff", env={"GITHUB_ACTIONS": "true"})
+    assert plain.returncode == wrapped.returncode == 0, plain.stderr
+    assert "\n ::error::ctx\r::warning::cr\n" in plain.stdout and runner_commands(plain.stdout) == ["error", "warning"]
+    first, _, rest = wrapped.stdout.partition("\n")
+    token = first.removeprefix("::stop-commands::")
+    assert rest == plain.stdout + f"::{token}::\n" and len(token) >= 32
+    assert runner_commands(wrapped.stdout) == ["stop-commands"]
+    assert_inert(wrapped.stderr)
+    for name, patch in (("plain", plain.stdout), ("wrapped", wrapped.stdout)):
+        copy = tmp_path / name
+        shutil.copytree(folder, copy)
+        applied = subprocess.run(["git", "apply", "-p1", "-"], input=patch.encode(), cwd=copy, capture_output=True)
+        assert applied.returncode == 0, applied.stderr
+        assert b'base_model: Qwen/Qwen3-8B\n---\n::error::ctx\r::warning::cr\n' in (copy / "README.md").read_bytes()
 
 
 # --- a served endpoint whose replies are hostile ----------------------------------------------
@@ -374,3 +422,25 @@ def test_probe_output_on_any_reply(reply, detail):
         write_json(result)
     assert_inert(printed.getvalue())
     assert strict_json(printed.getvalue())["checks"][0]["snippet"] == inert.replace_surrogates(reply)
+
+
+@FUZZ
+@given(ANY_TEXT)
+def test_stop_commands_keeps_any_text_and_runs_no_command(text):
+    wrapped = inert.stop_commands(text)
+    first, _, rest = wrapped.partition("\n")
+    token = first.removeprefix("::stop-commands::")
+    body = text if not text or text.endswith("\n") else text + "\n"
+    assert rest == body + f"::{token}::\n"
+    assert runner_commands(wrapped) == ["stop-commands"]
+    assert runner_commands(wrapped + "::error::after\n") == ["stop-commands", "error"]  # it resumes after
+
+
+@FUZZ
+@given(ANY_TEXT)
+def test_code_fence_is_one_literal_block(text):
+    tokens = MARKDOWN.parse("before\n\n" + inert.code_fence(text, "diff") + "\nafter\n")
+    fences = [t for t in tokens if t.type == "fence"]
+    assert len(fences) == 1 and fences[0].info == "diff"
+    assert fences[0].content == "\n".join(map(inert.visible, text.split("\n"))) + "\n"
+    assert [t.content for t in tokens if t.type == "inline"] == ["before", "after"]
