@@ -241,6 +241,16 @@ def test_fix_diff_is_byte_exact_and_under_github_actions_runs_no_command(tmp_pat
         assert b'base_model: Qwen/Qwen3-8B\n---\n::error::ctx\r::warning::cr\n' in (copy / "README.md").read_bytes()
 
 
+def test_hook_install_shows_a_hostile_checkout_path_inert(tmp_path):
+    repo = tmp_path / "clone\x1b[31m\n::error::x\u202e"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for command in ("install", "uninstall"):
+        proc = run_cli("hook", command, "--repo", str(repo))
+        assert proc.returncode == 0, proc.stderr
+        assert_inert(proc.stdout + proc.stderr)
+        assert "clone\\x1b[31m\\n::error::x<U+202E>/.git/hooks/pre-push" in proc.stdout
+
+
 # --- a served endpoint whose replies are hostile ----------------------------------------------
 
 
