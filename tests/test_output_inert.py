@@ -454,3 +454,28 @@ def test_code_fence_is_one_literal_block(text):
     assert len(fences) == 1 and fences[0].info == "diff"
     assert fences[0].content == "\n".join(map(inert.visible, text.split("\n"))) + "\n"
     assert [t.content for t in tokens if t.type == "inline"] == ["before", "after"]
+
+
+@FUZZ
+@given(ANY_TEXT, ANY_TEXT, ANY_TEXT, ANY_TEXT)
+def test_pull_request_description_on_any_text(repo_id, file, message, diff):
+    """`fix --pr`'s Markdown, which the Hub renders: any repo id, file name, message, fix title,
+    refusal and diff stay in code spans and one fenced block; no HTML, link or mention."""
+    from types import SimpleNamespace
+
+    from hfdoctor.findings import Fix
+    from hfdoctor.fix.hub_pr import description_of
+
+    fixed = Finding("CARD001", "base-model-mismatch", Severity.WARNING, file, 1, None, message, Fix(message, ()))
+    left = finding(file, message, Severity.ERROR)
+    plan = SimpleNamespace(applied=[fixed], after=Report(repo_id, [left]), refused=[message])
+    markdown = description_of(repo_id, "0" * 40, plan, diff, unsafe_fixes=False)
+    assert not RAW & set(markdown)
+    codes = assert_markdown_inert(markdown)
+    tokens = MARKDOWN.parse(markdown)
+    texts = [child.content for t in tokens for child in t.children or [] if child.type == "text"]
+    assert not any("@" in text or "[" in text or "`" in text for text in texts), texts
+    [fence] = [t for t in tokens if t.type == "fence"]
+    assert fence.content == "\n".join(map(inert.visible, diff.rstrip("\n").split("\n"))) + "\n"
+    if inert.visible(message):
+        assert codes.count(inert.visible(message)) >= 4  # the message, the fix title, the one left, the refusal
