@@ -479,3 +479,15 @@ def test_pull_request_description_on_any_text(repo_id, file, message, diff):
     assert fence.content == "\n".join(map(inert.visible, diff.rstrip("\n").split("\n"))) + "\n"
     if inert.visible(message):
         assert codes.count(inert.visible(message)) >= 4  # the message, the fix title, the one left, the refusal
+
+
+def test_the_template_diff_header_keeps_a_hostile_key_on_its_comment_line():
+    from hfdoctor.report.diff import text_diffs
+
+    key = "t\n+++ b/x\n@@ -1 +1 @@\x1b[31m"
+    old = json.dumps({key: "a\nb"}).encode()
+    new = json.dumps({key: "a\nc"}).encode()
+    lines = text_diffs("t.json", old, new)
+    assert lines[0] == ("# t.json /t\\n+++ b~1x\\n@@ -1 +1 @@\\x1b[31m as text "
+                        "(for review; the JSON edit below is what applies):\n")
+    assert all(line.startswith("# ") and line.count("\n") == 1 for line in lines)

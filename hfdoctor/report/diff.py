@@ -22,7 +22,7 @@ from rich.console import Console
 
 from hfdoctor.findings import FixResult, Severity
 from hfdoctor.parsing import ParseError, load_json
-from hfdoctor.report.inert import stop_commands
+from hfdoctor.report.inert import stop_commands, visible
 
 # Strings shown as text: at least this many lines (a template, not a token).
 TEXT_MIN_LINES = 2
@@ -72,7 +72,9 @@ def text_diffs(rel: str, old: bytes | None, new: bytes) -> list[str]:
         if not body:
             continue
         shown = body[:MAX_TEXT_DIFF_LINES]
-        out.append(f"# {rel} {pointer or '/'} as text (for review; the JSON edit below is what applies):\n")
+        # a key is the repository's: shown on this one comment line, never a line break out of it
+        out.append(f"# {visible(rel)} {visible(pointer) or '/'} as text (for review; the JSON edit below is what "
+                   "applies):\n")
         out.extend("# " + (line if line.endswith("\n") else line + "\n") for line in shown)
         if len(body) > len(shown):
             out.append(f"# ... {len(body) - len(shown)} more lines of this text diff\n")
