@@ -156,3 +156,108 @@ def test_a_listed_name_that_leaves_the_folder_is_never_written(tmp_path):
     into.mkdir(parents=True)
     snapshot(Listing(), into)
     assert sorted(p.name for p in tmp_path.rglob("*.json")) == ["ok.json"]
+
+
+# --- a hostile repository: what the Hub renders and what the terminal shows stays data -----------
+
+# Where a repository controls text: its card (a finding's message and the diff's context lines),
+# a token string (a finding left alone) and a template's file name (a finding's file).
+HOSTILE = ("\n::error::x \x1b[31mred\x1b]8;;http://evil\x07link\x1b]8;;\x07 \rover \u202eevil [/] [link=http://x]l[/link]"
+           " www.example.com.pkl <img src=x onerror=alert(1)> ``tick`` @someone [a](http://x) <https://x.example>")
+TEMPLATE_NAME = ("additional_chat_templates/\n::error::x\x1b[31m [link=https:x]www.example.com.pkl "
+                 "<img src=x onerror=alert(1)> `tick` @someone.jinja")
+# Lines right after the card's front matter: context lines of the base_model fix's hunk. A line of
+# four backticks closes a ``` fence (indented by the diff's one space), and ` ::error::x` is a
+# workflow command to GitHub's runner.
+CONTEXT = "````\n::error::ctx <img src=x onerror=alert(1)> www.example.com.pkl\n"
+
+
+def hostile_files() -> dict[str, bytes]:
+    files = {rel: data if isinstance(data, bytes) else data.read_bytes() for rel, data in folder_files(SEED).items()}
+    card = files["README.md"].decode()
+    card = card.replace("base_model: meta-llama/Meta-Llama-3.1-8B",
+                        "base_model: " + json.dumps("meta-llama/Meta-Llama-3.1-8B" + HOSTILE))
+    card = card.replace("---\n\n# broken-model", "---\n" + CONTEXT + "\n# broken-model")
+    files["README.md"] = (card + "\n" + HOSTILE + "\n").encode()
+    config = json.loads(files["tokenizer_config.json"])
+    config["eos_token"] = "<|im_end|>" + HOSTILE
+    files["tokenizer_config.json"] = json.dumps(config).encode()
+    files[TEMPLATE_NAME] = b"{{ broken {% if %}"
+    return files
+
+
+@pytest.fixture
+def hostile_hub(hub):
+    hub.repos["acme/hostile"] = HubRepo(hostile_files())
+    return hub
+
+
+def test_a_hostile_repository_opens_an_inert_pull_request(hostile_hub):
+    from test_output_inert import MARKDOWN, RAW, assert_inert, assert_markdown_inert
+
+    proc = cli("fix", "acme/hostile", "--pr")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert_inert(proc.stdout)
+    assert_inert(proc.stderr)
+    [pr] = hostile_hub.repos["acme/hostile"].discussions
+    description = pr["description"]
+    assert not RAW & set(description + pr["title"])
+    # Outside text only in code spans (no link, autolink, image or HTML), and no mention.
+    codes = assert_markdown_inert(description)
+    tokens = MARKDOWN.parse(description)
+    texts = [child.content for t in tokens for child in t.children or [] if child.type == "text"]
+    assert not any("@" in text or "[" in text for text in texts), texts
+    # The hostile text reached it, shown visibly: the template's file name, the card's base_model, the token.
+    assert any("\\x1b[31m [link=https:x]www.example.com.pkl <img src=x onerror=alert(1)> `tick`" in c for c in codes)
+    assert any("Meta-Llama-3.1-8B\\n::error::x \\x1b[31mred" in c for c in codes)
+    assert sum("<|im_end|>\\n::error::x" in c for c in codes) >= 1
+    # One fenced diff that no line of the repository closed: the card's ```` line and its
+    # ::error:: context line are inside it.
+    [fence] = [t for t in tokens if t.type == "fence"]
+    assert fence.info == "diff" and "\n+base_model: \"Qwen/Qwen3-8B\"\n" in fence.content
+    assert fence.content.endswith("\n ---\n ````\n ::error::ctx <img src=x onerror=alert(1)> www.example.com.pkl\n")
+
+
+def test_a_hostile_repository_prints_inert_lines(hostile_hub):
+    from test_output_inert import assert_inert
+
+    dry = cli("fix", "acme/hostile", "--pr", "--dry-run", token=None)
+    assert dry.returncode in (0, 1), dry.stderr
+    assert_inert(dry.stdout)
+    assert_inert(dry.stderr)
+    assert "\\x1b[31m [link=https:x]www.example.com.pkl" in dry.stdout and "./ ::error::ctx" in dry.stdout
+    # A failure line names the target as given, and the Hub's reply: both inert.
+    failed = cli("fix", "acme/nope\x1b[31m\n::error::x", "--pr", "--dry-run", token=None)
+    assert failed.returncode == 2 and "acme/nope\\x1b[31m\\n::error::x" in failed.stderr
+    assert_inert(failed.stdout)
+    assert_inert(failed.stderr)
+    as_json = cli("fix", "acme/hostile", "--pr", "--dry-run", "--format", "json", token=None)
+    assert json.loads(as_json.stdout)["target"] == "acme/hostile"
+
+
+def test_the_diff_is_byte_exact_and_under_github_actions_runs_no_command(hostile_hub, tmp_path, monkeypatch):
+    from test_output_inert import runner_commands
+
+    plain = cli("fix", "acme/hostile", "--diff", token=None)
+    assert plain.returncode in (0, 1), plain.stderr
+    assert plain.stdout.startswith("--- a/README.md") and "\n ::error::ctx <img" in plain.stdout
+    assert "error" in runner_commands(plain.stdout)  # what the wrapping is for
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    wrapped = cli("fix", "acme/hostile", "--diff", token=None)
+    first, _, rest = wrapped.stdout.partition("\n")
+    token = first.removeprefix("::stop-commands::")
+    assert first != token and len(token) >= 32
+    assert rest == plain.stdout + f"::{token}::\n" and token.lower() not in plain.stdout.lower()
+    assert runner_commands(wrapped.stdout) == ["stop-commands"]
+    assert runner_commands(wrapped.stderr) == []
+    # Both apply with git apply and give what `fix --pr` would commit.
+    for name, patch in (("plain", plain.stdout), ("wrapped", wrapped.stdout)):
+        folder = tmp_path / name
+        for rel, data in hostile_files().items():
+            if rel.endswith(".md") or rel.endswith(".json"):
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel).write_bytes(data)
+        applied = subprocess.run(["git", "apply", "-p1", "-"], input=patch.encode(), cwd=folder, capture_output=True)
+        assert applied.returncode == 0, applied.stderr
+        card = (folder / "README.md").read_bytes()
+        assert b'base_model: "Qwen/Qwen3-8B"\n---\n````\n::error::ctx' in card

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import string
+import subprocess
 from datetime import timedelta
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -78,6 +79,27 @@ def check(root: Path, *args: str) -> str:
     assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
     assert_inert(proc.stderr)
     return proc.stdout
+
+
+def runner_commands(output: str) -> list[str]:
+    """The workflow commands GitHub's runner would run on this output: it reads lines split at CR
+    and LF, and between `::stop-commands::T` and a command named T (any case) runs none."""
+    import re
+
+    commands, stop = [], None
+    for raw in re.split(r"\r\n|\r|\n", output):
+        text = raw.lstrip()
+        if not text.startswith("::"):
+            continue
+        name = text[2:].split("::", 1)[0].split(" ", 1)[0]
+        if stop is not None:
+            if name.lower() == stop.lower():
+                stop = None
+            continue
+        commands.append(name)
+        if name == "stop-commands":
+            stop = text.split("::", 2)[2]
+    return commands
 
 
 def strings(value) -> list[str]:
@@ -191,6 +213,42 @@ def test_fix_report_is_inert(hostile, tmp_path):
     assert_inert(proc.stdout)
     assert_inert(proc.stderr)
     assert "bad\\xff\\xfe.pkl" in proc.stdout
+
+
+def test_fix_diff_is_byte_exact_and_under_github_actions_runs_no_command(tmp_path):
+    """A patch prints the repository's lines as they are; a context line ` ::error::x` (right
+    after the card's front matter, next to the base_model fix) is a command to GitHub's runner
+    unless the patch sits between stop-commands lines, which git apply skips."""
+    folder = tmp_path / "model"
+    shutil.copytree(SEED, folder)
+    card = (folder / "README.md").read_text()
+    (folder / "README.md").write_text(card.replace("---\n\n# broken-model", "---\n::error::ctx\r::warning::cr\n"
+                                                   "\n# broken-model"))
+    plain = run_cli("fix", str(folder), "--diff")
+    wrapped = run_cli("fix", str(folder), "--diff", env={"GITHUB_ACTIONS": "true"})
+    assert plain.returncode == wrapped.returncode == 0, plain.stderr
+    assert "\n ::error::ctx\r::warning::cr\n" in plain.stdout and runner_commands(plain.stdout) == ["error", "warning"]
+    first, _, rest = wrapped.stdout.partition("\n")
+    token = first.removeprefix("::stop-commands::")
+    assert rest == plain.stdout + f"::{token}::\n" and len(token) >= 32
+    assert runner_commands(wrapped.stdout) == ["stop-commands"]
+    assert_inert(wrapped.stderr)
+    for name, patch in (("plain", plain.stdout), ("wrapped", wrapped.stdout)):
+        copy = tmp_path / name
+        shutil.copytree(folder, copy)
+        applied = subprocess.run(["git", "apply", "-p1", "-"], input=patch.encode(), cwd=copy, capture_output=True)
+        assert applied.returncode == 0, applied.stderr
+        assert b'base_model: Qwen/Qwen3-8B\n---\n::error::ctx\r::warning::cr\n' in (copy / "README.md").read_bytes()
+
+
+def test_hook_install_shows_a_hostile_checkout_path_inert(tmp_path):
+    repo = tmp_path / "clone\x1b[31m\n::error::x\u202e"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for command in ("install", "uninstall"):
+        proc = run_cli("hook", command, "--repo", str(repo))
+        assert proc.returncode == 0, proc.stderr
+        assert_inert(proc.stdout + proc.stderr)
+        assert "clone\\x1b[31m\\n::error::x<U+202E>/.git/hooks/pre-push" in proc.stdout
 
 
 # --- a served endpoint whose replies are hostile ----------------------------------------------
@@ -374,3 +432,62 @@ def test_probe_output_on_any_reply(reply, detail):
         write_json(result)
     assert_inert(printed.getvalue())
     assert strict_json(printed.getvalue())["checks"][0]["snippet"] == inert.replace_surrogates(reply)
+
+
+@FUZZ
+@given(ANY_TEXT)
+def test_stop_commands_keeps_any_text_and_runs_no_command(text):
+    wrapped = inert.stop_commands(text)
+    first, _, rest = wrapped.partition("\n")
+    token = first.removeprefix("::stop-commands::")
+    body = text if not text or text.endswith("\n") else text + "\n"
+    assert rest == body + f"::{token}::\n"
+    assert runner_commands(wrapped) == ["stop-commands"]
+    assert runner_commands(wrapped + "::error::after\n") == ["stop-commands", "error"]  # it resumes after
+
+
+@FUZZ
+@given(ANY_TEXT)
+def test_code_fence_is_one_literal_block(text):
+    tokens = MARKDOWN.parse("before\n\n" + inert.code_fence(text, "diff") + "\nafter\n")
+    fences = [t for t in tokens if t.type == "fence"]
+    assert len(fences) == 1 and fences[0].info == "diff"
+    assert fences[0].content == "\n".join(map(inert.visible, text.split("\n"))) + "\n"
+    assert [t.content for t in tokens if t.type == "inline"] == ["before", "after"]
+
+
+@FUZZ
+@given(ANY_TEXT, ANY_TEXT, ANY_TEXT, ANY_TEXT)
+def test_pull_request_description_on_any_text(repo_id, file, message, diff):
+    """`fix --pr`'s Markdown, which the Hub renders: any repo id, file name, message, fix title,
+    refusal and diff stay in code spans and one fenced block; no HTML, link or mention."""
+    from types import SimpleNamespace
+
+    from hfdoctor.findings import Fix
+    from hfdoctor.fix.hub_pr import description_of
+
+    fixed = Finding("CARD001", "base-model-mismatch", Severity.WARNING, file, 1, None, message, Fix(message, ()))
+    left = finding(file, message, Severity.ERROR)
+    plan = SimpleNamespace(applied=[fixed], after=Report(repo_id, [left]), refused=[message])
+    markdown = description_of(repo_id, "0" * 40, plan, diff, unsafe_fixes=False)
+    assert not RAW & set(markdown)
+    codes = assert_markdown_inert(markdown)
+    tokens = MARKDOWN.parse(markdown)
+    texts = [child.content for t in tokens for child in t.children or [] if child.type == "text"]
+    assert not any("@" in text or "[" in text or "`" in text for text in texts), texts
+    [fence] = [t for t in tokens if t.type == "fence"]
+    assert fence.content == "\n".join(map(inert.visible, diff.rstrip("\n").split("\n"))) + "\n"
+    if inert.visible(message):
+        assert codes.count(inert.visible(message)) >= 4  # the message, the fix title, the one left, the refusal
+
+
+def test_the_template_diff_header_keeps_a_hostile_key_on_its_comment_line():
+    from hfdoctor.report.diff import text_diffs
+
+    key = "t\n+++ b/x\n@@ -1 +1 @@\x1b[31m"
+    old = json.dumps({key: "a\nb"}).encode()
+    new = json.dumps({key: "a\nc"}).encode()
+    lines = text_diffs("t.json", old, new)
+    assert lines[0] == ("# t.json /t\\n+++ b~1x\\n@@ -1 +1 @@\\x1b[31m as text "
+                        "(for review; the JSON edit below is what applies):\n")
+    assert all(line.startswith("# ") and line.count("\n") == 1 for line in lines)

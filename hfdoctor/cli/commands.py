@@ -191,25 +191,28 @@ def hook_install(args: argparse.Namespace) -> int:
     uploads the LFS objects; pre-commit's) is kept and runs after hfdoctor's check passes,
     so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
     from hfdoctor.cli.hook import HookError, install_pre_push, lfs_advice
+    from hfdoctor.report.text import say
 
     try:
         path, chained = install_pre_push(args.repo, fail_on=args.fail_on)
     except HookError as err:
         fail(str(err))
-    print(f"installed {path}")
-    print(lfs_advice(args.repo, chained))
+    say(stdout_console(), f"installed {path}")  # a checkout's path, a kept hook's name: shown inert
+    say(stdout_console(), lfs_advice(args.repo, chained))
     return 0
 
 
 def hook_uninstall(args: argparse.Namespace) -> int:
     """Remove hfdoctor's pre-push hook and restore the hook it kept (git-lfs's, pre-commit's)."""
     from hfdoctor.cli.hook import HookError, uninstall_pre_push
+    from hfdoctor.report.text import say
 
     try:
         path, restored = uninstall_pre_push(args.repo)
     except HookError as err:
         fail(str(err))
-    print(f"restored {path} (the hook that was there before hfdoctor's)" if restored else f"removed {path}")
+    say(stdout_console(), f"restored {path} (the hook that was there before hfdoctor's)" if restored
+        else f"removed {path}")
     return 0
 
 

@@ -29,7 +29,7 @@ from rich.console import Console
 from hfdoctor.findings import FixResult, Severity
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, write_changes
-from hfdoctor.report.diff import revealed_line, unified_diff, write_diff_summary
+from hfdoctor.report.diff import for_output, revealed_line, unified_diff, write_diff_summary
 from hfdoctor.report.json_report import write_fix_json
 from hfdoctor.report.text import Display, say, write_fix_text
 
@@ -71,7 +71,7 @@ def run_fix(
     if output_format == "json":
         print(write_fix_json(result))
     elif diff_text is not None:  # the diff on stdout (pipe it to `git apply`), the summary on stderr
-        console.file.write(diff_text)
+        console.file.write(for_output(diff_text))  # stop-commands around it under GitHub Actions
         console.file.flush()
         write_diff_summary(result, Console(file=sys.stderr, highlight=False, soft_wrap=True), fail_on)
     else:

@@ -3,11 +3,14 @@
 
 Exit code: 2 when any repository could not be handled (no token, gated, unreachable, the
 Hub refused); otherwise what is left after the patch, as for a directory (--fail-on).
+
+What is printed holds the repository's and the Hub's text (names, messages, a Hub error's
+body, the description's diff): every line goes through report.text's `say` (shown inert),
+JSON through inert.dumps, and the patch of --diff through report.diff's `for_output`.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,6 +18,9 @@ from rich.console import Console
 
 from hfdoctor.findings import Severity
 from hfdoctor.fix.hub_pr import Outcome, PullRequestError, open_pull_request, outcome_line
+from hfdoctor.report.diff import for_output
+from hfdoctor.report.inert import dumps
+from hfdoctor.report.text import say
 from hfdoctor.sources.base import SourceError
 
 
@@ -40,24 +46,26 @@ def run_hub_fix(targets: list[str], *, pr: bool, diff: bool, dry_run: bool, unsa
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(targets)))) as pool:
         results = list(pool.map(lambda t: _one(t, pr=pr, dry_run=dry_run, **options), targets))
     failed = False
+    errors = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     left: list[Severity] = []  # the severities of what remains after each patch
     for result in results:
         if isinstance(result, str):
             failed = True
-            print(f"hfdoctor: {result}", file=sys.stderr)
+            say(errors, "hfdoctor: ", result)
             continue
         left += [f.severity for f in result.plan.after.findings] if result.plan else []
         if output_format == "json":
-            print(json.dumps({"target": result.repo_id, "commit": result.commit, "status": result.status,
-                              "url": result.url, "title": result.title,
-                              "fixed": [f.rule for f in (result.plan.applied if result.plan else [])]}))
+            print(dumps({"target": result.repo_id, "commit": result.commit, "status": result.status,
+                         "url": result.url, "title": result.title,
+                         "fixed": [f.rule for f in (result.plan.applied if result.plan else [])]}))
         elif diff and not pr:
-            sys.stdout.write(result.diff)
-            print(outcome_line(result), file=sys.stderr)
+            sys.stdout.write(for_output(result.diff))  # stop-commands around it under GitHub Actions
+            say(errors, outcome_line(result))
         else:
-            console.print(outcome_line(result), soft_wrap=True, highlight=False, markup=False)
+            say(console, outcome_line(result))
             if result.status == "dry-run" and len(results) == 1:
-                console.print(result.description, soft_wrap=True, highlight=False, markup=False)
+                for text in result.description.rstrip("\n").split("\n"):
+                    say(console, text)
     if failed:
         return 2
     return 1 if left and max(left) >= fail_on else 0

@@ -25,6 +25,7 @@ from hfdoctor.findings import Applicability
 from hfdoctor.fix.plan import Plan, plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, writable_path
 from hfdoctor.report.diff import unified_diff
+from hfdoctor.report.inert import code_fence, code_span, visible
 from hfdoctor.sources.base import SourceError, Unreadable
 from hfdoctor.sources.hub import HubSource, endpoint
 
@@ -85,19 +86,22 @@ def plan_on_hub(repo_id: str, revision: str | None, *, token: str | None, select
 
 def title_of(plan: Plan) -> str:
     rules = list(dict.fromkeys(f.rule for f in plan.applied))
-    return TITLE_PREFIX + "fix " + ", ".join(rules)
+    return visible(TITLE_PREFIX + "fix " + ", ".join(rules))
 
 
 def description_of(repo_id: str, commit: str, plan: Plan, diff: str, unsafe_fixes: bool) -> str:
-    lines = [f"This pull request was opened by `hfdoctor fix {repo_id} --pr` on commit `{commit}`.", "",
-             "## What it fixes", ""]
+    """The pull request's Markdown, which the Hub renders: every string from the repository or
+    the Hub (names, messages, fix titles, the diff) is inert there, in a code span or a fenced
+    block that nothing inside can close, so it makes no link, mention, HTML or markup."""
+    lines = [f"This pull request was opened by {code_span(f'hfdoctor fix {repo_id} --pr')} on commit "
+             f"{code_span(commit)}.", "", "## What it fixes", ""]
     for finding in plan.applied:
         where = finding.file or repo_id
-        lines.append(f"- **{finding.code} {finding.rule}** ({where}): {finding.message}")
+        lines.append(f"- **{finding.code} {finding.rule}** ({code_span(where)}): {code_span(finding.message)}")
         if finding.fix is not None:
-            lines.append(f"  - change: {finding.fix.title}")
+            lines.append(f"  - change: {code_span(finding.fix.title)}")
     lines += ["", "## The change", "", "Only the bytes below change; every other byte of these files is kept.", "",
-              "```diff", diff.rstrip("\n"), "```", ""]
+              code_fence(diff.rstrip("\n"), "diff"), ""]
     left_alone = [f for f in plan.after.findings if f.severity.name != "INFO"]
     unsafe = [f for f in left_alone if f.fix is not None and f.fix.applicability is Applicability.UNSAFE]
     if left_alone or plan.refused:
@@ -105,12 +109,13 @@ def description_of(repo_id: str, commit: str, plan: Plan, diff: str, unsafe_fixe
         for f in left_alone:
             why = ("its fix is marked unsafe (run with --unsafe-fixes to include it)" if f in unsafe and
                    not unsafe_fixes else "no automatic fix")
-            lines.append(f"- {f.code} {f.rule} ({f.file or repo_id}), {why}: {f.message}")
+            lines.append(f"- {f.code} {f.rule} ({code_span(f.file or repo_id)}), {why}: {code_span(f.message)}")
         for refusal in plan.refused:
-            lines.append(f"- refused: {refusal}")
+            lines.append(f"- refused: {code_span(refusal)}")
         lines.append("")
     lines += ["Check this pull request's revision yourself: "
-              f"`hfdoctor check {repo_id}@refs/pr/<number>`. `hfdoctor explain CODE` says why each rule matters."]
+              f"{code_span(f'hfdoctor check {repo_id}@refs/pr/<number>')}. "
+              f"{code_span('hfdoctor explain CODE')} says why each rule matters."]
     return "\n".join(lines) + "\n"
 
 
@@ -191,7 +196,8 @@ def _status(err) -> str:
 
 
 def outcome_line(outcome: Outcome) -> str:
-    """One line per repository (catalog runs)."""
+    """One line per repository (catalog runs); the caller prints it through report.text's `say`,
+    which shows the Hub's text in it (a URL, a commit) inert."""
     n = len(outcome.plan.applied) if outcome.plan else 0
     what = {"opened": f"opened {outcome.url}", "exists": f"already open: {outcome.url}",
             "nothing-to-fix": "nothing to fix", "dry-run": f"would open \"{outcome.title}\" ({n} fix(es))"}

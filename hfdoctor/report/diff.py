@@ -4,18 +4,25 @@ A chat template lives in a JSON string, where a change is one line of escaped te
 nobody can review. For each changed string that holds lines of text (a template), the
 diff also shows that text's own unified diff, every line of it commented with `# `,
 before the file's patch: git apply and patch skip such lines, so the output still applies.
+
+A patch prints repository lines verbatim, and under GitHub Actions the runner reads a context
+line such as ` ::error::x` as a workflow command: there (GITHUB_ACTIONS=true) `for_output`
+wraps the patch in `::stop-commands::TOKEN` ... `::TOKEN::`, lines that git apply skips.
+Anywhere else the patch is printed byte for byte.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from rich.console import Console
 
 from hfdoctor.findings import FixResult, Severity
 from hfdoctor.parsing import ParseError, load_json
+from hfdoctor.report.inert import stop_commands, visible
 
 # Strings shown as text: at least this many lines (a template, not a token).
 TEXT_MIN_LINES = 2
@@ -35,6 +42,14 @@ def unified_diff(original: dict[str, bytes | None], changed: dict[str, bytes]) -
         for line in difflib.unified_diff(before, after, "/dev/null" if old is None else f"a/{rel}", f"b/{rel}"):
             out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)
+
+
+def for_output(diff: str, environ: Mapping[str, str] = os.environ) -> str:
+    """The patch as `fix --diff` prints it: unchanged, or under GitHub Actions between
+    stop-commands lines, so that no line of it acts as a workflow command."""
+    if diff and environ.get("GITHUB_ACTIONS") == "true":
+        return stop_commands(diff)
+    return diff
 
 
 def _lines(text: str) -> list[str]:
@@ -57,7 +72,9 @@ def text_diffs(rel: str, old: bytes | None, new: bytes) -> list[str]:
         if not body:
             continue
         shown = body[:MAX_TEXT_DIFF_LINES]
-        out.append(f"# {rel} {pointer or '/'} as text (for review; the JSON edit below is what applies):\n")
+        # a key is the repository's: shown on this one comment line, never a line break out of it
+        out.append(f"# {visible(rel)} {visible(pointer) or '/'} as text (for review; the JSON edit below is what "
+                   "applies):\n")
         out.extend("# " + (line if line.endswith("\n") else line + "\n") for line in shown)
         if len(body) > len(shown):
             out.append(f"# ... {len(body) - len(shown)} more lines of this text diff\n")

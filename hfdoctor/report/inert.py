@@ -14,6 +14,9 @@ stays data:
   the raw bytes go beside the string in `<key>_raw` (hex).
 - `is_workflow_command`: what GitHub's runner reads as a command (after leading whitespace,
   Unicode's included, as its TrimStart does).
+- `stop_commands`: text that must be printed byte for byte (a patch) between GitHub's
+  `::stop-commands::TOKEN` and `::TOKEN::`, which the runner reads as no command at all.
+- `code_fence`: a Markdown fenced code block whose fence no line inside can close.
 
 No regular expressions: translation tables and single passes, linear in the input.
 """
@@ -21,6 +24,7 @@ No regular expressions: translation tables and single passes, linear in the inpu
 from __future__ import annotations
 
 import json
+import secrets
 from itertools import groupby
 from typing import Any
 
@@ -71,7 +75,23 @@ def github_property(text: str) -> str:
     return github_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def stop_commands(text: str) -> str:
+    """`text` unchanged, between `::stop-commands::TOKEN` and `::TOKEN::`: GitHub's documented way
+    to print text the runner must not parse. The token is random and appears nowhere in `text`
+    (the runner resumes on a command named like it, in any case)."""
+    folded = text.lower()
+    token = secrets.token_hex(16)
+    while token in folded:  # practically never; but no text may end the pause early
+        token = secrets.token_hex(16)
+    body = text if not text or text.endswith("\n") else text + "\n"
+    return f"::stop-commands::{token}\n{body}::{token}::\n"
+
+
 # --- Markdown ---------------------------------------------------------------------------------
+
+
+def longest_run(text: str, mark: str = "`") -> int:
+    return max((len(list(run)) for ch, run in groupby(text) if ch == mark), default=0)
 
 
 def code_span(text: str, *, in_table: bool = False) -> str:
@@ -84,13 +104,20 @@ def code_span(text: str, *, in_table: bool = False) -> str:
     shown = visible(text)
     if not shown:
         return ""
-    longest = max((len(list(run)) for ch, run in groupby(shown) if ch == "`"), default=0)
-    fence = "`" * (longest + 1)
+    fence = "`" * (longest_run(shown) + 1)
     if (shown[0] in "` " or shown[-1] in "` ") and shown.strip(" "):  # all spaces: kept as they are
         shown = f" {shown} "
     if in_table:
         shown = shown.replace("|", "\\|")
     return f"{fence}{shown}{fence}"
+
+
+def code_fence(text: str, info: str = "") -> str:
+    """`text` as a fenced code block, shown literally line by line (each through `visible`): the
+    fence is longer than any run of backticks inside, so no line of `text` closes it."""
+    lines = [visible(part) for part in text.split("\n")]
+    fence = "`" * max(3, longest_run("".join(lines)) + 1)
+    return "\n".join([fence + info, *lines, fence])
 
 
 # --- JSON ---------------------------------------------------------------------------------------
