@@ -120,8 +120,25 @@ def known_tokens(repo: ModelRepo) -> dict[str, int | None]:
     return tokens
 
 
+# Special tokens that most SentencePiece and BPE vocabularies share: a signature made of
+# these alone (Mistral's and Llama 2's <s>=1, </s>=2) names no family by itself.
+GENERIC_TOKENS = frozenset({"<unk>", "<s>", "</s>", "<pad>", "<|endoftext|>", "<bos>", "<eos>", "<mask>"})
+
+
+def generic_signature(fam: Family) -> bool:
+    """The family's signature tokens are ones many vocabularies have: only its vocabulary
+    (a known vocab group) can name it."""
+    return all(token in GENERIC_TOKENS for token in fam.signature_tokens)
+
+
 def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
-    """Families whose tokenizer this is; None when the repo has no tokenizer files."""
+    """Families whose tokenizer this is; None when the repo has no tokenizer files.
+
+    What decides is what tells families apart: the vocabulary (the tokens at fixed ids, a
+    known vocab group) and special tokens only some families have. A signature of generic
+    tokens (<s>=1, </s>=2: Llama 1/2, TinyLlama, Mistral, Yi...) counts only with the
+    family's own vocabulary; a vocabulary several families share names none of them alone.
+    """
     tokens = known_tokens(repo)
     if not tokens:
         return None
@@ -130,6 +147,8 @@ def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
 
     def signature_matches(fam: Family) -> bool:
         if not fam.signature_tokens:
+            return False
+        if generic_signature(fam) and (group is None or group not in fam.vocab_groups):
             return False
         for token, token_id in fam.signature_tokens.items():
             if token not in tokens:
@@ -149,7 +168,10 @@ def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
 
     matched = [f for f in matched if not dominated(f)]
     if not matched and group is not None:
-        matched = [f for f in registry.families() if group in f.vocab_groups]
+        sharing = [f for f in registry.families() if group in f.vocab_groups]
+        matched = sharing if len(sharing) == 1 else []  # a shared vocabulary singles out no family
+    if not matched and vocab_sample(repo) is None:
+        return None  # no vocabulary to read (special_tokens_map.json alone): the tokenizer says nothing
     return matched
 
 
@@ -362,7 +384,11 @@ def detect(repo: ModelRepo) -> Lineage:
         total = sum(WEIGHTS[name] for name, fams in sources.items() if fams and fam in fams)
         return total + (0.5 if arch in fam.primary_for else 0.0)
 
-    chosen = max(candidates, key=score, default=None)  # max keeps the first of equals
+    chosen = max(candidates, key=score, default=None)
+    if chosen is not None and sum(1 for f in candidates if score(f) == score(chosen)) > 1:
+        # Evidence that does not single out one family is no evidence: a vocabulary two
+        # families share (GPT-2's and Phi-2's) with nothing else to tell them apart.
+        chosen = None
     evidence = [name for name, fams in sources.items() if chosen and fams and chosen in fams]
     # A decisive source that names only other families contradicts the choice: the
     # weights of one model under the config and tokenizer of another is a conflict to
