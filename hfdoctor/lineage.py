@@ -492,7 +492,8 @@ def _variant(repo: ModelRepo, fam: Family, pretrained: bool = False) -> Variant 
     A pre-trained checkpoint is none of several variants: Qwen3's -Base releases ship the
     hybrid template, but have no thinking mode (variants describe post-trained behaviour).
     The exact upstream template decides; then the card's base_model, unless the config's
-    dimensions rule that variant out; then a variant's template markers; then the
+    dimensions rule that variant out (and the base model a PEFT adapter names); then a
+    variant's template markers; then the
     dimensions, when only one variant has a release of that size. How a template behaves
     is not evidence: the rules judge it against the variant.
     """
@@ -505,7 +506,8 @@ def _variant(repo: ModelRepo, fam: Family, pretrained: bool = False) -> Variant 
     if exact is not None:
         return exact
     by_dims = fam.variants_for(repo.config) if repo.config else []
-    for repo_id in card_base_models(repo):
+    adapter_base = adapter_base_model(repo)
+    for repo_id in card_base_models(repo) + ([adapter_base] if adapter_base else []):
         named = fam.variant_of_repo_id(repo_id)
         if named is not None and (not by_dims or named in by_dims):
             return named
