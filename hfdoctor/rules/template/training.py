@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
+from hfdoctor import registry
 from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.renders import has_generation_tag
 from hfdoctor.chat.consistency import Vocabulary
@@ -230,7 +231,8 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
     `<|im_start|>user`. Upstream's own template of another date (Qwen3's April and May
     revisions; DeepSeek-R1's January template, which is R1's own and never called a
-    revision of the distills' template) is info, not drift.
+    revision of the distills' template) is info, not drift; a Llama 3.x template that differs
+    only in its default date string is not drift at all.
 
     Fix (unsafe): replace the template with the upstream one, only when the variant is
     known with at least medium confidence; unsafe because the change may have been
@@ -247,6 +249,8 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     compared = []
     for upstream in upstream_templates(repo):
+        if registry.without_default_date(analysis.text) == registry.without_default_date(upstream.analysis.text):
+            return  # only the default date differs (Llama 3.x: "Today Date: 26 Jul 2024")
         drifts = consistency.drift(analysis, upstream.analysis)
         if not drifts:
             return  # renders exactly like one of the possible upstream templates
