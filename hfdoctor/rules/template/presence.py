@@ -27,7 +27,10 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     A model counts as chat/instruct when its eos token is an end-of-turn marker, its
     generation config stops on one, its card says so (tags, base_model), or its family
-    only ships chat models. A base model without a template is not reported.
+    only ships chat models. A base model without a template is not reported. When only the
+    card's usage says chat (apply_chat_template or a messages list in its examples, a
+    conversation prompt format such as `USER: ... ASSISTANT:` as its prompt_template or in
+    the card of a model named chat/instruct), the finding is a warning.
 
     Fix (safe): insert the canonical template of the detected family variant: the text
     hfdoctor ships (upstream_templates/templates/, verified against the sha256 its
@@ -48,6 +51,8 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     fix, fix_note = _template_fix(repo, lineage)
     target = "tokenizer_config.json" if repo.tokenizer_config is not None else None
+    # Only the card's usage says chat (no tokenizer, config or family fact): a warning.
+    card_only = reasons == [lineage_mod.card_chat_usage(repo)]
     yield self.finding(
         repo,
         "no chat template: this is a chat model ("
@@ -55,7 +60,7 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         + "), but no tokenizer_config.json chat_template, chat_template.jinja or chat_template.json exists, "
         "so /chat/completions fails and apply_chat_template raises. " + fix_note,
         file=target, pointer="/chat_template" if target else None, line=None,
-        fix=fix,
+        fix=fix, severity=Severity.WARNING if card_only else None,
     )
 
 
