@@ -157,6 +157,9 @@ class Family:
     # The upstream repo that publishes this family only as remote code (model types
     # transformers has no native class for: ChatGLM, Qwen1, InternLM2...), when it does.
     remote_code_repo: str | None = None
+    # The bos token every checkpoint of the family starts with, where the family depends on
+    # it (Gemma: <bos>), from its upstream tokenizer.
+    bos_token: str | None = None
 
     @property
     def only_variant(self) -> Variant | None:
@@ -255,6 +258,7 @@ def _family(data: dict[str, Any]) -> Family:
                             if "upstream_pad_token" in data else None),
         text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
         remote_code_repo=data.get("remote_code_repo"),
+        bos_token=data.get("bos_token"),
     )
 
 
