@@ -242,3 +242,21 @@ def test_gemma2_bos_that_is_another_token_fires(community, tmp_path):
     assert report["lineage"]["family"] == "gemma2"
     bos = [f for f in by_rule(report, "special-token-missing") if "<bos>" in f["message"]]
     assert [f["severity"] for f in bos] == ["error"]
+
+
+def test_the_fingerprint_maker_samples_the_ids_lineage_samples():
+    spec = importlib.util.spec_from_file_location("make_vocab_fingerprints",
+                                                  ROOT / "upstream_templates" / "make_vocab_fingerprints.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert list(module.SAMPLE_IDS) == list(lineage.VOCAB_SAMPLE_IDS)
+
+
+def test_remote_code_only_families_have_no_native_class():
+    native = registry.architectures()
+    only_remote = [f for f in registry.families() if f.remote_code_repo]
+    assert {f.key for f in only_remote} >= {"chatglm", "qwen1", "internlm2", "mimo", "phi1"}
+    for fam in only_remote:
+        assert any(t not in native for t in fam.model_types), fam.key
+    assert registry.remote_code_family("chatglm").key == "chatglm"
+    assert registry.remote_code_family("llama") is None
