@@ -298,6 +298,16 @@ def remote_code_family(model_type: str | None) -> Family | None:
 _DEFAULT_DATE = patterns.compile(r"""(date_string\s*=\s*)(["'])\d{1,2} [A-Z][a-z]{2} \d{4}(["'])""")
 
 
+# The date a Llama 3.x template prints into its system header ("Today Date: 26 Jul 2024",
+# "26 July 2024", or strftime_now's date), in a rendered prompt.
+_RENDERED_DATE = patterns.compile(r"Today Date: [^\n]{0,40}")
+
+
+def without_rendered_date(text: str) -> str:
+    """A rendered prompt with the Llama 3.x 'Today Date' value blanked."""
+    return _RENDERED_DATE.sub("Today Date: ", text)
+
+
 def without_default_date(text: str) -> str:
     """The template with its default date string blanked (two texts equal after this differ
     only in the default date)."""
