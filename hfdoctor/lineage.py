@@ -259,6 +259,18 @@ def adapter_base_model(repo: ModelRepo) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
+def trained_from(repo: ModelRepo) -> list[str]:
+    """The Hub ids of the model this checkpoint was trained from, as training wrote them: the
+    base a PEFT adapter names, config.json's _name_or_path (local paths left out)."""
+    found = [adapter_base_model(repo), (repo.config or {}).get("_name_or_path")]
+    return [name for name in found if isinstance(name, str) and _hub_id(name)]
+
+
+def _hub_id(name: str) -> bool:
+    org, sep, rest = name.strip().partition("/")
+    return bool(sep and org and rest) and "/" not in rest and not name.startswith((".", "~"))
+
+
 def adapter_families(repo: ModelRepo) -> list[Family]:
     base = adapter_base_model(repo)
     fam = registry.family_of_repo_id(base) if base else None

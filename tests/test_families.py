@@ -10,6 +10,7 @@ whose card shows chat usage but ship no template went unreported.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -166,11 +167,20 @@ def test_llama3_templates_that_differ_only_in_the_default_date_are_not_drift(cop
 
 
 def test_llama3_launch_template_is_upstreams_own(community):
-    """Meta-Llama-3-8B-Instruct's April 2024 template, in a merge of Llama 3 fine-tunes: info, not drift."""
-    report, _ = check_json(community("YouriLalain__1PARAMMYL-8B-ModelStock"))
-    drift = by_rule(report, "template-drift")
-    assert drift and all(f["severity"] == "info" for f in drift)
-    assert "Meta-Llama-3-8B-Instruct" in drift[0]["message"]
+    """Meta-Llama-3-8B-Instruct's April 2024 template, in a merge of Llama 3 fine-tunes: never drift."""
+    folder = community("YouriLalain__1PARAMMYL-8B-ModelStock")
+    sha = hashlib.sha256(ModelRepo(folder).chat_template.text.encode()).hexdigest()
+    fam, variant = registry.variant_of_template(sha)
+    assert fam.key == "llama3" and "Meta-Llama-3-8B-Instruct" in variant.template_name(sha)
+    assert all(f["severity"] == "info" for f in by_rule(check_json(folder)[0], "template-drift"))
+
+
+@pytest.mark.parametrize("slug", [
+    "matteobonotto__smol-course__SmolLM2-FT-MyDataset",      # SmolLM2-135M (the base) fine-tuned with its own ChatML
+    "TFM-HITESH__MedAI__SmolLM135M_SmolLM-135M-Instru-b94f69-meadow_medical_flashcards-100epochs",  # SmolLM v1
+])
+def test_a_checkpoint_trained_from_another_format_is_not_compared(community, slug):
+    assert not by_rule(check_json(community(slug))[0], "template-drift")
 
 
 def test_tinyllama_chat_markers_are_tinyllamas_design(community):
