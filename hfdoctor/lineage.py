@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfdoctor import patterns, registry
+from hfdoctor import card_usage, patterns, registry
 from hfdoctor.registry import Family, Variant
 from hfdoctor.repo import ModelRepo, token_content
 from hfdoctor.weights.layout import infer_weights_families
@@ -259,18 +259,6 @@ def adapter_base_model(repo: ModelRepo) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def trained_from(repo: ModelRepo) -> list[str]:
-    """The Hub ids of the model this checkpoint was trained from, as training wrote them: the
-    base a PEFT adapter names, config.json's _name_or_path (local paths left out)."""
-    found = [adapter_base_model(repo), (repo.config or {}).get("_name_or_path")]
-    return [name for name in found if isinstance(name, str) and _hub_id(name)]
-
-
-def _hub_id(name: str) -> bool:
-    org, sep, rest = name.strip().partition("/")
-    return bool(sep and org and rest) and "/" not in rest and not name.startswith((".", "~"))
-
-
 def adapter_families(repo: ModelRepo) -> list[Family]:
     base = adapter_base_model(repo)
     fam = registry.family_of_repo_id(base) if base else None
@@ -280,6 +268,9 @@ def adapter_families(repo: ModelRepo) -> list[Family]:
 def weights_families(repo: ModelRepo) -> list[Family] | None:
     """Families the weight headers look like (None when there is nothing to read)."""
     return infer_weights_families(repo)
+
+
+card_chat_usage, trained_from = card_usage.card_chat_usage, card_usage.trained_from
 
 
 def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Variant | None = None) -> list[str]:
@@ -315,7 +306,7 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Varian
             if any(w in repo_id.lower() for w in ("instruct", "-it", "chat", "-r1", "qwq", "thinking")):
                 reasons.append(f"the model card's base_model {repo_id} is a chat model")
                 break
-    usage = card_chat_usage(repo)
+    usage = card_usage.card_chat_usage(repo)
     if usage is not None:
         reasons.append(usage)
     if variant is not None and variant.chat:
@@ -323,54 +314,6 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Varian
     elif variant is None and family is not None and family.chat:
         reasons.append(f"every {family.display} release is a chat model")
     return reasons
-
-
-# The model card shows chat usage: code that renders messages with the chat template, or
-# a list of {"role": "user", ...} messages.
-CHAT_TEMPLATE_CALL = patterns.compile(r"apply_chat_template\s*\(")
-MESSAGES_LIST = patterns.compile(r"""[{,]\s*["']role["']\s*:\s*["']user["']""")
-# Prompt formats of a conversation (a user turn, then an assistant turn), as cards write them
-# ("## Prompt template: Vicuna ... USER: {prompt} ASSISTANT:"). Alpaca's "### Instruction:" /
-# "### Response:" is a plain instruction format and is not among them.
-CHAT_FORMATS = (("USER:", "ASSISTANT:"), ("[INST]", "[/INST]"), ("### User:", "### Assistant:"),
-                ("### Human:", "### Assistant:"), ("<|im_start|>user", "<|im_start|>assistant"),
-                ("<|user|>", "<|assistant|>"), ("<start_of_turn>user", "<start_of_turn>model"))
-CHAT_NAME = patterns.compile(r"(?i)(chat|instruct|vicuna|assistant)")
-CARD_READ = 100_000  # characters of the card body searched
-
-
-def card_chat_usage(repo: ModelRepo) -> str | None:
-    """Why the model card shows this is used as a chat model, or None.
-
-    A call to apply_chat_template or a messages list in the card says so. A conversation
-    prompt format (USER:/ASSISTANT:, [INST]...[/INST], ### User:/### Assistant:...) says so
-    when the card declares it as its prompt_template, or when the model's name says chat
-    or instruct.
-    """
-    card = repo.card
-    if card is None:
-        return None
-    body = card.body[:CARD_READ]
-    if CHAT_TEMPLATE_CALL.search(body):
-        return "the model card's usage example calls apply_chat_template"
-    if MESSAGES_LIST.search(body):
-        return "the model card's usage example sends a list of chat messages"
-    metadata = card.metadata or {}
-    declared = metadata.get("prompt_template")
-    declared = declared if isinstance(declared, str) else ""
-    fmt = next((pair for pair in CHAT_FORMATS if all(marker in declared for marker in pair)), None)
-    if fmt is not None:
-        return f"the model card's prompt_template is a chat format ({fmt[0]} … {fmt[1]})"
-    names = [metadata.get("model_name"), getattr(repo.source, "repo_id", None)]
-    heading = CARD_HEADING.search(card.body[:20_000])
-    names.append(heading.group(1) if heading else None)
-    name = next((n for n in names if isinstance(n, str) and CHAT_NAME.search(n)), None)
-    if name is None:
-        return None
-    fmt = next((pair for pair in CHAT_FORMATS if all(marker in body for marker in pair)), None)
-    if fmt is not None:
-        return f"the model card of {name!r} shows a chat prompt format ({fmt[0]} … {fmt[1]})"
-    return None
 
 
 # A model's own name ends with "-Base" (Qwen3-4B-Base, ...): the vendors' name for the

@@ -16,6 +16,8 @@ import json
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import ROOT, UPSTREAM, check_json
 from hfdoctor import lineage, registry
@@ -270,3 +272,13 @@ def test_remote_code_only_families_have_no_native_class():
         assert any(t not in native for t in fam.model_types), fam.key
     assert registry.remote_code_family("chatglm").key == "chatglm"
     assert registry.remote_code_family("llama") is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.text(max_size=3000), prompt=st.one_of(st.none(), st.text(max_size=200)))
+def test_card_usage_reader_takes_any_card(tmp_path, body, prompt):
+    """The card is untrusted text: any body and any prompt_template give a reason or None."""
+    front = f"---\nprompt_template: {json.dumps(prompt)}\n---\n" if prompt is not None else ""
+    (tmp_path / "README.md").write_text(front + body, encoding="utf-8", errors="surrogatepass")
+    found = lineage.card_chat_usage(ModelRepo(tmp_path))
+    assert found is None or isinstance(found, str)
