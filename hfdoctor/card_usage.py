@@ -9,7 +9,9 @@ is untrusted text: RE2 patterns, a bounded read.
 
 from __future__ import annotations
 
-from hfdoctor import patterns
+import hashlib
+
+from hfdoctor import patterns, registry
 from hfdoctor.repo import ModelRepo
 
 CARD_HEADING = patterns.compile(r"(?m)^#\s+(\S[^\n]{0,200}?)\s*$")
@@ -78,3 +80,25 @@ def _hub_id(name: str) -> bool:
 def _adapter_base(repo: ModelRepo) -> str | None:
     value = (repo.adapter_config or {}).get("base_model_name_or_path")
     return value if isinstance(value, str) and value.strip() else None
+
+
+CHAT_WORDS = ("instruct", "-it", "chat", "-r1", "qwq", "thinking")
+
+
+def chat_origin(repo: ModelRepo) -> str | None:
+    """Why the checkpoint's origin says chat, or None: training started from a chat release
+    (an adapter's base or _name_or_path named instruct/chat), or its eos </s> ends the turns of
+    a chat release's own upstream template that it ships unchanged (TinyLlama-Chat,
+    Llama-2-chat: </s> alone also ends plain documents, so it says nothing by itself)."""
+    for name in trained_from(repo):
+        if any(word in name.lower() for word in CHAT_WORDS):
+            return f"it was trained from {name}, a chat model"
+    template = repo.chat_template
+    if template is None or repo.special_token("eos_token") != "</s>":
+        return None
+    sha = hashlib.sha256(template.text.encode("utf-8", "surrogatepass")).hexdigest()
+    found = registry.variant_of_template(sha)
+    if found is None or "eos_token" not in template.text:
+        return None
+    return f"its eos </s> ends the assistant turns of {found[1].template_name(sha)}, which it ships"
+

@@ -306,9 +306,7 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Varian
             if any(w in repo_id.lower() for w in ("instruct", "-it", "chat", "-r1", "qwq", "thinking")):
                 reasons.append(f"the model card's base_model {repo_id} is a chat model")
                 break
-    usage = card_usage.card_chat_usage(repo)
-    if usage is not None:
-        reasons.append(usage)
+    reasons += [r for r in (card_usage.card_chat_usage(repo), card_usage.chat_origin(repo)) if r is not None]
     if variant is not None and variant.chat:
         reasons.append(f"every {variant.display} release is a chat model")
     elif variant is None and family is not None and family.chat:

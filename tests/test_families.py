@@ -282,3 +282,19 @@ def test_card_usage_reader_takes_any_card(tmp_path, body, prompt):
     (tmp_path / "README.md").write_text(front + body, encoding="utf-8", errors="surrogatepass")
     found = lineage.card_chat_usage(ModelRepo(tmp_path))
     assert found is None or isinstance(found, str)
+
+
+@pytest.mark.parametrize("slug", ["Dheena731__tinyLlama-finetune", "AliAbdien__Fine-Tuning-LLaMA-2-7B-",
+                                  "syGOAT__Mistral-v0.2-Translator-bf16"])
+def test_chat_fine_tunes_padding_with_their_end_of_turn_still_warned(community, slug):
+    """</s> alone is no chat evidence; the chat release a checkpoint ships the template of, or was
+    trained from, is: pad </s> masks every end of turn of these chat fine-tunes."""
+    assert lineage.chat_evidence(ModelRepo(community(slug)))
+    assert [f["severity"] for f in by_rule(check_json(community(slug))[0], "pad-token-is-eos")] == ["warning"]
+
+
+def test_a_base_model_adapter_is_no_chat_model(community):
+    """KZ-Shi/LLaMA-E: a LoRA on meta-llama/Llama-2-7b-hf (the base): nothing says chat."""
+    repo = ModelRepo(community("KZ-Shi__LLaMA-E"))
+    assert lineage.chat_evidence(repo, lineage.detect(repo).family_ref) == []
+    assert not by_rule(check_json(community("KZ-Shi__LLaMA-E"))[0], "missing-chat-template")
