@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfdoctor import patterns, registry
+from hfdoctor import card_usage, patterns, registry
 from hfdoctor.registry import Family, Variant
 from hfdoctor.repo import ModelRepo, token_content
 from hfdoctor.weights.layout import infer_weights_families
@@ -120,8 +120,25 @@ def known_tokens(repo: ModelRepo) -> dict[str, int | None]:
     return tokens
 
 
+# Special tokens that most SentencePiece and BPE vocabularies share: a signature made of
+# these alone (Mistral's and Llama 2's <s>=1, </s>=2) names no family by itself.
+GENERIC_TOKENS = frozenset({"<unk>", "<s>", "</s>", "<pad>", "<|endoftext|>", "<bos>", "<eos>", "<mask>"})
+
+
+def generic_signature(fam: Family) -> bool:
+    """The family's signature tokens are ones many vocabularies have: only its vocabulary
+    (a known vocab group) can name it."""
+    return all(token in GENERIC_TOKENS for token in fam.signature_tokens)
+
+
 def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
-    """Families whose tokenizer this is; None when the repo has no tokenizer files."""
+    """Families whose tokenizer this is; None when the repo has no tokenizer files.
+
+    What decides is what tells families apart: the vocabulary (the tokens at fixed ids, a
+    known vocab group) and special tokens only some families have. A signature of generic
+    tokens (<s>=1, </s>=2: Llama 1/2, TinyLlama, Mistral, Yi...) counts only with the
+    family's own vocabulary; a vocabulary several families share names none of them alone.
+    """
     tokens = known_tokens(repo)
     if not tokens:
         return None
@@ -130,6 +147,8 @@ def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
 
     def signature_matches(fam: Family) -> bool:
         if not fam.signature_tokens:
+            return False
+        if generic_signature(fam) and (group is None or group not in fam.vocab_groups):
             return False
         for token, token_id in fam.signature_tokens.items():
             if token not in tokens:
@@ -149,7 +168,10 @@ def tokenizer_families(repo: ModelRepo) -> list[Family] | None:
 
     matched = [f for f in matched if not dominated(f)]
     if not matched and group is not None:
-        matched = [f for f in registry.families() if group in f.vocab_groups]
+        sharing = [f for f in registry.families() if group in f.vocab_groups]
+        matched = sharing if len(sharing) == 1 else []  # a shared vocabulary singles out no family
+    if not matched and vocab_sample(repo) is None:
+        return None  # no vocabulary to read (special_tokens_map.json alone): the tokenizer says nothing
     return matched
 
 
@@ -248,11 +270,18 @@ def weights_families(repo: ModelRepo) -> list[Family] | None:
     return infer_weights_families(repo)
 
 
+card_chat_usage, trained_from = card_usage.card_chat_usage, card_usage.trained_from
+
+
 def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Variant | None = None) -> list[str]:
-    """Reasons to believe this checkpoint is a chat/instruct model (empty: looks base)."""
+    """Reasons to believe this checkpoint is a chat/instruct model (empty: looks base).
+
+    An eos token that also ends plain documents (</s>, <|endoftext|>) is no evidence: a base
+    model and an Alpaca-style instruction tune stop on it as well.
+    """
     reasons: list[str] = []
     eos = repo.special_token("eos_token")
-    turn_markers = TURN_END_MARKERS | set(family.end_of_turn if family else ())
+    turn_markers = (TURN_END_MARKERS | set(family.end_of_turn if family else ())) - GENERIC_TOKENS
     if eos in turn_markers:
         reasons.append(f"tokenizer_config.json's eos_token is the end-of-turn marker {eos}")
     # Without a vocabulary, the family's signature tokens still say what an id is.
@@ -277,6 +306,7 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Varian
             if any(w in repo_id.lower() for w in ("instruct", "-it", "chat", "-r1", "qwq", "thinking")):
                 reasons.append(f"the model card's base_model {repo_id} is a chat model")
                 break
+    reasons += [r for r in (card_usage.card_chat_usage(repo), card_usage.chat_origin(repo)) if r is not None]
     if variant is not None and variant.chat:
         reasons.append(f"every {variant.display} release is a chat model")
     elif variant is None and family is not None and family.chat:
@@ -362,7 +392,11 @@ def detect(repo: ModelRepo) -> Lineage:
         total = sum(WEIGHTS[name] for name, fams in sources.items() if fams and fam in fams)
         return total + (0.5 if arch in fam.primary_for else 0.0)
 
-    chosen = max(candidates, key=score, default=None)  # max keeps the first of equals
+    chosen = max(candidates, key=score, default=None)
+    if chosen is not None and sum(1 for f in candidates if score(f) == score(chosen)) > 1:
+        # Evidence that does not single out one family is no evidence: a vocabulary two
+        # families share (GPT-2's and Phi-2's) with nothing else to tell them apart.
+        chosen = None
     evidence = [name for name, fams in sources.items() if chosen and fams and chosen in fams]
     # A decisive source that names only other families contradicts the choice: the
     # weights of one model under the config and tokenizer of another is a conflict to
@@ -411,7 +445,8 @@ def _variant(repo: ModelRepo, fam: Family, pretrained: bool = False) -> Variant 
     A pre-trained checkpoint is none of several variants: Qwen3's -Base releases ship the
     hybrid template, but have no thinking mode (variants describe post-trained behaviour).
     The exact upstream template decides; then the card's base_model, unless the config's
-    dimensions rule that variant out; then a variant's template markers; then the
+    dimensions rule that variant out (and the base model a PEFT adapter names); then a
+    variant's template markers; then the
     dimensions, when only one variant has a release of that size. How a template behaves
     is not evidence: the rules judge it against the variant.
     """
@@ -424,7 +459,8 @@ def _variant(repo: ModelRepo, fam: Family, pretrained: bool = False) -> Variant 
     if exact is not None:
         return exact
     by_dims = fam.variants_for(repo.config) if repo.config else []
-    for repo_id in card_base_models(repo):
+    adapter_base = adapter_base_model(repo)
+    for repo_id in card_base_models(repo) + ([adapter_base] if adapter_base else []):
         named = fam.variant_of_repo_id(repo_id)
         if named is not None and (not by_dims or named in by_dims):
             return named

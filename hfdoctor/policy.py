@@ -10,8 +10,12 @@ finding's `severity_reason`. It only ever lowers a severity, to info:
   ONNX files, tags); otherwise it is info.
 - canonical: a property of the exact upstream template (or an earlier upstream revision
   of it) is upstream's own design: info, naming the template.
-- upstream-design: a property the family's canonical upstream template shares in the
-  same way: info, "by design of <family> upstream".
+- upstream-design: a property the family's upstream shares in the same way (its canonical
+  template, its tokenizer's pad token, the markers its template writes as text, the remote
+  code it is only published as): info, "by design of <family> upstream". Never circular:
+  when the upstream it names is the repository itself (its Hub id, or a folder named
+  `<org>--<name>` as the Hugging Face cache and ../shared/upstream name them), the finding
+  keeps its severity: a repository is not evidence of its own design.
 - reasoning-only: when the family is unknown (or only suggested), a divergence that only involves reasoning
   blocks (dropped from history, pre-filled in the prompt) is read as the template's
   design: info. Whitespace and format divergences stay warnings: those break models.
@@ -60,6 +64,21 @@ class _Context:
     def targets(self) -> dict[str, str]:
         return targeted_engines(self.repo)
 
+    def own_names(self) -> list[str]:
+        """The Hub ids this repository is known by: its source's repo id, and a folder
+        named <org>--<name> (the Hugging Face cache's and ../shared/upstream's layout)."""
+        names = []
+        repo_id = getattr(self.repo.source, "repo_id", None)
+        if isinstance(repo_id, str) and "/" in repo_id:
+            names.append(repo_id)
+        folder = self.repo.root.name if self.repo.root is not None else ""
+        if folder.startswith("models--"):
+            folder = folder[len("models--"):]
+        org, sep, name = folder.partition("--")
+        if sep and org and name and "--" not in name:
+            names.append(f"{org}/{name}")
+        return names
+
 
 def _judge(finding: Finding, context: _Context) -> Finding:
     if not finding.facets or finding.severity == Severity.INFO:
@@ -76,7 +95,11 @@ def _judge(finding: Finding, context: _Context) -> Finding:
     if Facet.CANONICAL in facets:
         return _info(finding, f"{facets[Facet.CANONICAL]}: upstream's own design")
     if Facet.UPSTREAM_DESIGN in facets:
-        return _info(finding, f"by design of {facets[Facet.UPSTREAM_DESIGN]}")
+        own = next((name for name in context.own_names() if _names(facets[Facet.UPSTREAM_DESIGN], name)), None)
+        if own is None:
+            return _info(finding, f"by design of {facets[Facet.UPSTREAM_DESIGN]}")
+        finding = replace(finding, severity_reason=f"not lowered: the upstream it would be the design of is {own}, "
+                                                   "this repository itself")
     if Facet.REASONING_ONLY in facets and not context.lineage.certain:
         return _info(finding, "only reasoning blocks differ, and the family is not known for certain (no upstream "
                               "template to compare with): read as the template's design")
@@ -89,6 +112,18 @@ def _judge(finding: Finding, context: _Context) -> Finding:
     if Facet.CHAT_ONLY in facets and context.lineage.stage == "pretrained":
         return _info(finding, "a pre-trained (base) checkpoint: " + "; ".join(context.lineage.stage_evidence))
     return finding
+
+
+def _names(text: str, repo_id: str) -> bool:
+    """`text` names `repo_id` as a whole id (Qwen/Qwen3-8B is not named by Qwen/Qwen3-8B-Base)."""
+    start = text.find(repo_id)
+    while start >= 0:
+        before = text[start - 1] if start else " "
+        after = text[start + len(repo_id):start + len(repo_id) + 1] or " "
+        if not (before.isalnum() or before in "/-_.") and not (after.isalnum() or after in "/-_"):
+            return True
+        start = text.find(repo_id, start + 1)
+    return False
 
 
 def _info(finding: Finding, why: str) -> Finding:

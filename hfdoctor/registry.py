@@ -23,6 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hfdoctor import patterns
+
 _DATA_DIRS = (
     Path(__file__).resolve().parent / "data",  # installed wheel (force-included)
     Path(__file__).resolve().parent.parent / "upstream_templates",  # source checkout
@@ -148,6 +150,16 @@ class Family:
     # token (SmolLM3, DeepSeek-R1): (token, repo it was read from). That is upstream's
     # design, which pad-token-is-eos reports as info.
     upstream_pad_token: tuple[str, str] | None = None
+    # Markers the family's own upstream template writes as plain text (not tokens of its
+    # vocabulary): marker -> the upstream repo whose template writes it (TinyLlama-Chat's
+    # `<|user|>`); template-unknown-token reports them as the family's design.
+    text_markers: dict[str, str] = field(default_factory=dict)
+    # The upstream repo that publishes this family only as remote code (model types
+    # transformers has no native class for: ChatGLM, Qwen1, InternLM2...), when it does.
+    remote_code_repo: str | None = None
+    # The bos token every checkpoint of the family starts with, where the family depends on
+    # it (Gemma: <bos>), from its upstream tokenizer.
+    bos_token: str | None = None
 
     @property
     def only_variant(self) -> Variant | None:
@@ -244,6 +256,9 @@ def _family(data: dict[str, Any]) -> Family:
         stop_tokens=tuple(data.get("stop_tokens", ())),
         upstream_pad_token=((data["upstream_pad_token"]["token"], data["upstream_pad_token"]["repo"])
                             if "upstream_pad_token" in data else None),
+        text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
+        remote_code_repo=data.get("remote_code_repo"),
+        bos_token=data.get("bos_token"),
     )
 
 
@@ -256,8 +271,47 @@ def all_variants() -> list[tuple[Family, Variant]]:
     return [(fam, v) for fam in families() for v in fam.variants]
 
 
+@lru_cache(maxsize=1)
 def vocab_groups() -> dict[str, str]:
-    return dict(_load()["vocab_groups"])
+    """vocabulary sample hash (hfdoctor.lineage.vocab_sample) -> the group families name:
+    families.json's own table, and the vocabularies make_vocab_fingerprints.py read from
+    llama.cpp's ggml-vocab-*.gguf files (vocab_fingerprints.json)."""
+    groups = dict(_load()["vocab_groups"])
+    try:
+        shipped = json.loads(data_file("vocab_fingerprints.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        shipped = {}
+    for entry in shipped.get("vocabularies", ()):
+        if entry.get("sample") and entry.get("group"):
+            groups.setdefault(entry["sample"], entry["group"])
+    return groups
+
+
+def remote_code_family(model_type: str | None) -> Family | None:
+    """The family whose upstream publishes this model type only as remote code."""
+    return next((fam for fam in families() if fam.remote_code_repo and model_type in fam.model_types), None)
+
+
+# Llama 3.1+ templates default the date they print ("Today Date: 26 Jul 2024"); upstream
+# revisions and re-uploads differ only in that string.
+# (RE2 over the repository's text: no backreference, so either quote closes it.)
+_DEFAULT_DATE = patterns.compile(r"""(date_string\s*=\s*)(["'])\d{1,2} [A-Z][a-z]{2} \d{4}(["'])""")
+
+
+# The date a Llama 3.x template prints into its system header ("Today Date: 26 Jul 2024",
+# "26 July 2024", or strftime_now's date), in a rendered prompt.
+_RENDERED_DATE = patterns.compile(r"Today Date: [^\n]{0,40}")
+
+
+def without_rendered_date(text: str) -> str:
+    """A rendered prompt with the Llama 3.x 'Today Date' value blanked."""
+    return _RENDERED_DATE.sub("Today Date: ", text)
+
+
+def without_default_date(text: str) -> str:
+    """The template with its default date string blanked (two texts equal after this differ
+    only in the default date)."""
+    return _DEFAULT_DATE.sub(r"\1\2\3", text)
 
 
 def family(key: str | None) -> Family | None:

@@ -150,7 +150,8 @@ def test_architectures_table_knows_the_families():
     assert "Qwen3ForCausalLM" in table["qwen3"] and "LlamaForCausalLM" in table["llama"]
     for fam in FAMILIES:
         for model_type in fam.model_types:
-            assert model_type in table, (fam.key, model_type)
+            # (a family published only as remote code has no native class, by design)
+            assert model_type in table or fam.remote_code_repo, (fam.key, model_type)
 
 
 @pytest.mark.parametrize("pair", [p for p in VARIANTS if p[1].sampling], ids=variant_id)

@@ -111,8 +111,25 @@ def test_hub_inferred_card_keys_are_info_license_is_not(copy_upstream):
 
 
 def test_pad_token_by_family_design_is_info_elsewhere_a_warning(copy_upstream):
+    # SmolLM3-3B itself: its tokenizer pads with <|im_end|> while its own config.json and
+    # generation_config.json say pad_token_id 128004. A contradiction inside one repository, and
+    # the upstream would be the repository itself: never "by design".
     smollm3 = by_rule(check_json(UPSTREAM / "HuggingFaceTB--SmolLM3-3B")[0], "pad-token-is-eos")
-    assert [f["severity"] for f in smollm3] == ["info"] and "SmolLM3" in smollm3[0]["severity_reason"]
+    assert [f["severity"] for f in smollm3] == ["warning"]
+    # A fine-tune of it under another name, whose config names no other pad id: SmolLM3's design.
+    folder = copy_upstream("HuggingFaceTB--SmolLM3-3B", "my-smollm3-sft")
+    for name in ("config.json", "generation_config.json"):
+        data = json.loads((folder / name).read_text())
+        data.pop("pad_token_id", None)
+        (folder / name).write_text(json.dumps(data))
+    sft = by_rule(check_json(folder)[0], "pad-token-is-eos")
+    assert [f["severity"] for f in sft] == ["info"] and "SmolLM3" in sft[0]["severity_reason"]
+    # The same fine-tune saved under the upstream's own folder name: not lowered (never circular).
+    (folder.parent / "HuggingFaceTB--SmolLM3-3B").mkdir()
+    for item in folder.iterdir():
+        item.rename(folder.parent / "HuggingFaceTB--SmolLM3-3B" / item.name)
+    itself = by_rule(check_json(folder.parent / "HuggingFaceTB--SmolLM3-3B")[0], "pad-token-is-eos")
+    assert [f["severity"] for f in itself] == ["warning"] and "itself" in itself[0]["severity_reason"]
     # A Qwen3 fine-tune that pads with <|im_end|>: not Qwen's design (it pads with <|endoftext|>).
     folder = copy_upstream("Qwen--Qwen3-8B")
     config = json.loads((folder / "tokenizer_config.json").read_text())

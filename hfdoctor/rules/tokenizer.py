@@ -29,6 +29,8 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     (`"pad_token": null` overridden by the map's token) is info.
     config.json and generation_config.json giving other eos ids (sharing none) is a
     warning; another bos id is info unless the tokenizer's bos is in neither; pad: info.
+    A bos_token other than the one the family (known for certain) starts every sequence
+    with (Gemma's `<bos>`) is an error: the model never sees its bos.
 
     Example: eos_token "<|im_end|>" in a repo whose tokenizer.json came from Llama.
 
@@ -90,6 +92,7 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 )
     yield from _gguf_disagreements(repo, self)
     yield from _config_disagreements(repo, self)
+    yield from _family_bos(repo, self)
     # The tokenizer's own eos must be one of the ids generation stops on.
     eos = repo.special_token("eos_token")
     eos_id = repo.token_id(eos) if eos else None
@@ -101,6 +104,27 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "config disagree on where a reply ends.",
             file=repo.eos_ids_source, pointer="/eos_token_id", severity=Severity.WARNING,
         )
+
+
+def _family_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The tokenizer names another bos than the one its family starts every sequence with
+    (a Gemma 2 fine-tune whose bos_token is <eos> or <start_of_turn>): `<bos>` is never
+    emitted, and Gemma without it degrades badly. Only for a family known for certain."""
+    lineage = lineage_mod.detect(repo)
+    fam = lineage.family_ref if lineage.certain and not lineage.disagree else None
+    bos = repo.special_token("bos_token")
+    if fam is None or fam.bos_token is None or bos is None or bos == fam.bos_token:
+        return
+    if repo.vocab is not None and fam.bos_token not in repo.vocab:
+        return  # not this family's vocabulary after all
+    where = "tokenizer_config.json" if "bos_token" in (repo.tokenizer_config or {}) else "special_tokens_map.json"
+    yield self.finding(
+        repo,
+        f"bos_token is {bos!r}, but every {fam.display} sequence starts with {fam.bos_token!r}: the tokenizer and "
+        f"templates that write {{{{ bos_token }}}} put {bos!r} first, so the model never sees the {fam.bos_token!r} "
+        f"it was trained on. Set bos_token to {fam.bos_token!r}.",
+        file=where, pointer="/bos_token",
+    )
 
 
 def _config_disagreements(repo: ModelRepo, self: Rule) -> Iterator[Finding]:

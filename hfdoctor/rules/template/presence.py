@@ -32,6 +32,9 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     adapter of a pre-trained base (trained with a plain-text prompt such as Alpaca's
     "### Instruction:", where `</s>` is the end of a document, not of a turn); an adapter
     whose base hfdoctor cannot identify is info ("cannot verify without the base model").
+    When only the card's usage says chat (apply_chat_template or a messages list in its
+    examples, a conversation prompt format such as `USER: ... ASSISTANT:` as its
+    prompt_template or in the card of a model named chat/instruct), the finding is a warning.
 
     Fix (safe): insert the canonical template of the detected family variant: the text
     hfdoctor ships (upstream_templates/templates/, verified against the sha256 its
@@ -62,6 +65,8 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return  # an adapter of a pre-trained base, prompted with plain text: its `</s>` ends a document
     fix, fix_note = _template_fix(repo, lineage)
     target = "tokenizer_config.json" if repo.tokenizer_config is not None else None
+    # Only the card's usage says chat (no tokenizer, config or family fact): a warning.
+    card_only = reasons == [lineage_mod.card_chat_usage(repo)]
     yield self.finding(
         repo,
         "no chat template: this is a chat model ("
@@ -69,7 +74,7 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         + "), but no tokenizer_config.json chat_template, chat_template.jinja or chat_template.json exists, "
         "so /chat/completions fails and apply_chat_template raises. " + fix_note,
         file=target, pointer="/chat_template" if target else None, line=None,
-        fix=fix,
+        fix=fix, severity=Severity.WARNING if card_only else None,
     )
 
 

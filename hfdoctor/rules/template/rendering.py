@@ -8,6 +8,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Iterator
 
+from hfdoctor import lineage as lineage_mod
 from hfdoctor import patterns
 from hfdoctor.chat import capabilities, corpus
 from hfdoctor.findings import Facet, Finding, Severity
@@ -236,6 +237,10 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: a template edited to write `<|im_begin|>` for a Qwen tokenizer that only
     has `<|im_start|>`.
 
+    Severity: info when the family's own upstream template writes the same marker as text
+    (TinyLlama-Chat's `<|user|>`; the DeepSeek-R1 distills' tool-call markers, which their
+    Qwen and Llama vocabularies lack): the model was trained that way.
+
     Fix: none automatic; use the token the vocabulary has (the message suggests one).
     """
 
@@ -267,8 +272,23 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             f"the chat template emits {marker!r}, which is not a token of the vocabulary{pieces}: the model reads "
             "plain text where it was trained on one control token, and cannot emit it, so stop sequences and "
             f"parsers waiting for it never fire.{hint}",
-            **location(repo, source, line),
+            **location(repo, source, line), facets=_written_as_text_upstream(repo, marker),
         )
+
+
+def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[str, ...]:
+    """[upstream-design:...] when the family's own upstream template writes `marker` as plain
+    text too (TinyLlama-Chat's `<|user|>`, the R1 distills' tool markers): the registry says
+    which upstream, and the family must be known for certain (never from this template alone)."""
+    lineage = lineage_mod.detect(repo)
+    fam = lineage.family_ref if lineage.certain else None
+    upstream = fam.text_markers.get(marker) if fam is not None else None
+    variant = lineage.variant_ref
+    if upstream is None or (variant is not None and variant.template is not None and len(fam.variants) > 1
+                            and variant.template.repo != upstream):
+        return ()
+    return (Facet.make(Facet.UPSTREAM_DESIGN, f"{fam.display} upstream (the {upstream} template writes {marker} as "
+                                              "text, not as a token)"),)
 
 
 def _closest(marker: str, tokens: list[str]) -> str | None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
+from hfdoctor import registry
 from hfdoctor.chat import consistency, corpus
-from hfdoctor.chat.renders import has_generation_tag
+from hfdoctor.chat.renders import has_generation_tag, render_key
 from hfdoctor.chat.consistency import Vocabulary
 from hfdoctor.edits.template_edits import replace_template_fix
 from hfdoctor.findings import Facet, Finding, Severity
@@ -207,6 +208,37 @@ def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     )
 
 
+def _trained_from_another_format(repo: ModelRepo, lineage: lineage_mod.Lineage) -> bool:
+    """The checkpoint was trained from a model whose format is not the family's chat template:
+    its pre-trained base (SmolLM2-135M, fine-tuned with its own ChatML) or a Hub model the
+    registry does not tie to the family (SmolLM-135M-Instruct, another fine-tune). Its weights
+    learnt that model's format, not upstream's: comparing them says nothing."""
+    fam = lineage.family_ref
+    for name in lineage_mod.trained_from(repo):
+        named = registry.family_of_repo_id(name)
+        if named is None or named is not fam:
+            return True
+        if any(b.base_repo and b.base_repo.lower() == name.lower() and b.base_repo != b.repo for b in fam.bases):
+            return True
+    return False
+
+
+def _only_the_date_differs(ours, upstream) -> bool:
+    """Every standard conversation renders the same once the Llama 3.x 'Today Date' value is
+    blanked (a re-typed template that prints "26 July 2024" where upstream prints "26 Jul 2024")."""
+    differs = False
+    for name, add_generation_prompt in consistency.DRIFT_RENDERS:
+        key = render_key(name, add_generation_prompt)
+        a, b = ours.renders.get(key), upstream.renders.get(key)
+        if a is None or b is None or a.text is None or b.text is None:
+            return False
+        if a.text != b.text:
+            if registry.without_rendered_date(a.text) != registry.without_rendered_date(b.text):
+                return False
+            differs = True
+    return differs
+
+
 @rule("TPL013", "template-drift", Severity.WARNING)
 def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendered output differs from the upstream family template on standard conversations.
@@ -230,7 +262,10 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
     `<|im_start|>user`. Upstream's own template of another date (Qwen3's April and May
     revisions; DeepSeek-R1's January template, which is R1's own and never called a
-    revision of the distills' template) is info, not drift.
+    revision of the distills' template) is info, not drift; a Llama 3.x template that differs
+    only in its default date string is not drift at all. Nor is a checkpoint compared whose
+    training started from another format: its family's pre-trained base (adapter base or
+    config _name_or_path), or a Hub model the registry does not tie to the family.
 
     Fix (unsafe): replace the template with the upstream one, only when the variant is
     known with at least medium confidence; unsafe because the change may have been
@@ -245,8 +280,13 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     candidates = candidate_variants(repo)  # none unless the lineage is certain
     if not candidates or any(analysis.sha256 == v.template.sha256 for v in candidates):
         return
+    if _trained_from_another_format(repo, lineage):
+        return
     compared = []
     for upstream in upstream_templates(repo):
+        if registry.without_default_date(analysis.text) == registry.without_default_date(upstream.analysis.text) \
+                or _only_the_date_differs(analysis, upstream.analysis):
+            return  # only the default date differs (Llama 3.x: "Today Date: 26 Jul 2024")
         drifts = consistency.drift(analysis, upstream.analysis)
         if not drifts:
             return  # renders exactly like one of the possible upstream templates
