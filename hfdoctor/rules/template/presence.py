@@ -63,10 +63,14 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 file="tokenizer_config.json" if repo.tokenizer_config is not None else None, severity=Severity.INFO,
             )
         return  # an adapter of a pre-trained base, prompted with plain text: its `</s>` ends a document
-    fix, fix_note = _template_fix(repo, lineage)
     target = "tokenizer_config.json" if repo.tokenizer_config is not None else None
-    # Only the card's usage says chat (no tokenizer, config or family fact): a warning.
+    # Only the card's usage says chat (no tokenizer, config or family fact): a warning, and no
+    # fix: such a card declares the prompt format the fine-tune was trained on (Vicuna's
+    # `USER: ... ASSISTANT:`, `### User:`), which is not the family's chat template.
     card_only = reasons == [lineage_mod.card_chat_usage(repo)]
+    fix, fix_note = (None, "Write a template that renders the prompt format the card declares (hfdoctor does "
+                     "not insert the family's template: this fine-tune was trained on its own format).") \
+        if card_only else _template_fix(repo, lineage)
     yield self.finding(
         repo,
         "no chat template: this is a chat model ("

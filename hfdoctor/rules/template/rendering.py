@@ -13,6 +13,7 @@ from hfdoctor import patterns
 from hfdoctor.chat import capabilities, corpus
 from hfdoctor.findings import Facet, Finding, Severity
 from hfdoctor.repo import ModelRepo
+from hfdoctor.upstream import shipped_template
 from hfdoctor.rules.base import Rule, rule
 from hfdoctor.tokenizing import TokenizerFailed
 from hfdoctor.rules.template.common import (
@@ -267,6 +268,19 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         close = _closest(marker, unused)
         hint = f" Did you mean {close!r}?" if close else ""
         line = line_of_text(source, marker)
+        foreign = _foreign_to_upstream(repo, marker, emitted, added)
+        if foreign is not None:
+            # No upstream template of the family writes this marker at all (a role upstream lacks,
+            # such as a tool turn a training framework's template adds): the model was never trained
+            # on it as a control token, so nothing it learned is broken; parsers still never see one.
+            yield self.finding(
+                repo,
+                f"the chat template emits {marker!r}, which is not a token of the vocabulary{pieces}, and no "
+                f"{foreign} upstream template writes it: the model never learned it as a control token, and "
+                f"stop sequences or parsers waiting for it as one token never fire.{hint}",
+                **location(repo, source, line), severity=Severity.WARNING,
+            )
+            continue
         yield self.finding(
             repo,
             f"the chat template emits {marker!r}, which is not a token of the vocabulary{pieces}: the model reads "
@@ -274,6 +288,22 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             f"parsers waiting for it never fire.{hint}",
             **location(repo, source, line), facets=_written_as_text_upstream(repo, marker),
         )
+
+
+def _foreign_to_upstream(repo: ModelRepo, marker: str, emitted: set[str] | list[str], added: list[str]) -> str | None:
+    """The family's name when `marker` is an extra the template adds, not a renamed marker: the
+    family is known for certain, hfdoctor ships every one of its upstream templates, none of them
+    contains `marker`, and this template still renders every added token they write (a typo such
+    as `<|im_begin|>` for `<|im_start|>` drops one). Else None: no evidence either way."""
+    lineage = lineage_mod.detect(repo)
+    fam = lineage.family_ref if lineage.certain else None
+    if fam is None or not fam.variants:
+        return None
+    texts = [shipped_template(v) for v in fam.variants]
+    if any(text is None for text in texts) or any(marker in text for text in texts):
+        return None
+    upstream_markers = {token for token in added if any(token in text for text in texts)}
+    return fam.display if upstream_markers and upstream_markers <= set(emitted) else None
 
 
 def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[str, ...]:
