@@ -153,7 +153,7 @@ def list_rules(args: argparse.Namespace) -> int:
     from hfdoctor.rules import ALL_RULES
 
     if args.markdown:
-        print("| code | name | severity | what it flags |\n|---|---|---|---|")
+        print("| code | name | default severity | what it flags |\n|---|---|---|---|")
         for r in ALL_RULES:
             # The anchor is each rule's helpUri in SARIF (hfdoctor.report.sarif.rule_help_uri).
             print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | '
