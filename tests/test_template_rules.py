@@ -257,6 +257,30 @@ def test_generation_prompt_works_or_is_implicit(qwen3, mistral):
     assert not findings(mistral, "generation-prompt-noop")  # [/INST] already cues the reply
 
 
+def test_a_header_appended_whatever_the_flag_says_fires(copy_upstream):
+    """Qwen3-8B's template with its generation prompt taken out of `{% if add_generation_prompt %}`:
+    every render, a finished conversation too, ends with an empty assistant turn."""
+    folder = copy_upstream(QWEN3)
+    text = qwen3_template()
+    at = text.index("{%- if add_generation_prompt %}")
+    set_template(folder, text[:at] + "{{- '<|im_start|>assistant\\n' }}")
+    found = findings(check(folder), "generation-prompt-noop", "warning")
+    assert found and "whatever add_generation_prompt says" in found[0].message
+
+
+def test_the_llama3_launch_template_appending_always_is_upstream_design(tmp_path):
+    """A community merge that ships Meta-Llama-3-8B-Instruct's April 2024 template (which appends the
+    assistant header always): reported, as info naming that upstream template."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    import community_load
+
+    folder = community_load.materialise_one("YouriLalain__1PARAMMYL-8B-ModelStock", tmp_path)
+    found = findings(check(folder), "generation-prompt-noop")
+    assert [str(f.severity) for f in found] == ["info"] and "Meta-Llama-3-8B-Instruct" in found[0].severity_reason
+
+
 # --- TPL007 double-bos ----------------------------------------------------------------------------
 
 

@@ -96,8 +96,11 @@ def test_plain_text_after_a_reply_is_said_and_never_made_an_eos(tmp_path, name):
 @pytest.mark.parametrize("name", ["axolotl/command_a", "axolotl/command_a_rag", "axolotl/command_a_tool_use"])
 def test_a_prompt_that_already_opens_the_assistant_turn_is_no_noop(tmp_path, name):
     """Command-A's template always ends with <|CHATBOT_TOKEN|>; the model writes
-    <|START_RESPONSE|> itself, by design."""
-    assert not rule(check(template_only(tmp_path, (CORPUS / f"{name}.jinja").read_text())), "generation-prompt-noop")
+    <|START_RESPONSE|> itself, by design. That it appends the header to a finished conversation
+    too is said at info only: no Cohere upstream template is known here to call it its design."""
+    found = rule(check(template_only(tmp_path, (CORPUS / f"{name}.jinja").read_text())), "generation-prompt-noop")
+    assert all(str(f.severity) == "info" and "whatever add_generation_prompt says" in f.message
+               and "No upstream template of this family" in f.message for f in found), found
 
 
 @pytest.mark.parametrize("folder", ["mistralai--Mistral-Nemo-Instruct-2407", "mistralai--Mistral-Small-3.2-24B-Instruct-2506",

@@ -15,7 +15,7 @@ from hfdoctor.rules.base import Rule, rule
 from hfdoctor.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text, template_sources,
 )
-from hfdoctor.rules.template.design import design_facets
+from hfdoctor.rules.template.design import design_facets, upstream_templates
 
 
 @rule("TPL006", "generation-prompt-noop", Severity.WARNING)
@@ -58,8 +58,26 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     else:
         user_side = with_prompt[:prompt_at][-80:]
     opener = [p for p in _pieces(header) if p not in _pieces(user_side)]
+    dangling = _dangling_header(analysis) if opener and set(opener) & set(_pieces(prompt_tail)) else None
+    if dangling is not None:
+        facets = design_facets(repo, analysis, lambda a: _dangling_header(a) is not None)
+        # Some families do this on purpose (Meta-Llama-3's launch template, Cohere's Command-A, whose
+        # model writes <|START_RESPONSE|> itself): without an upstream template to compare, say so, quietly.
+        unverified = not facets and not upstream_templates(repo)
+        yield self.finding(
+            repo,
+            f"the chat template appends the assistant header {dangling!r} whatever add_generation_prompt says: a "
+            "finished conversation rendered with add_generation_prompt=False (training data, continue_final_message) "
+            "ends with an empty assistant turn, and the flag servers and trainers use to tell a prompt from a "
+            "conversation does nothing. Emit the header only in `{% if add_generation_prompt %}`."
+            + (" (No upstream template of this family is known here to tell whether it is its design.)"
+               if unverified else ""),
+            file=source.file, pointer=source.pointer, facets=[Facet.CHAT_ONLY, *facets],
+            severity=Severity.INFO if unverified else None,
+        )
+        return
     if not opener or set(opener) & set(_pieces(prompt_tail)):
-        return  # no assistant header, or the prompt already opens the assistant turn
+        return  # no assistant header, or the prompt already opens the assistant turn (Mistral's [/INST])
     reads = "reads add_generation_prompt but" if "add_generation_prompt" in analysis.variables else "never reads add_generation_prompt and"
     yield self.finding(
         repo,
@@ -68,6 +86,19 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`.",
         file=source.file, pointer=source.pointer, facets=[Facet.CHAT_ONLY],
     )
+
+
+def _dangling_header(analysis) -> str | None:
+    """What the prompt ends with after the user's message (the assistant header), when a finished
+    conversation (a reply, no generation prompt) also ends with it after the reply: the template
+    appends it unconditionally."""
+    prompt, full = analysis.rendered("user", True), analysis.rendered("reply", False)
+    if prompt is None or full is None or corpus.USER_1 not in prompt or corpus.ASSISTANT_1 not in full:
+        return None
+    tail = prompt[prompt.rfind(corpus.USER_1) + len(corpus.USER_1):].strip()
+    after = full[full.find(corpus.ASSISTANT_1) + len(corpus.ASSISTANT_1):].rstrip()
+    opens = [p for p in _pieces(tail) if p.startswith(("<", "["))]  # a marker, not a word or punctuation
+    return tail if opens and after.endswith(tail) else None
 
 
 # Markers and words, to compare what opens an assistant turn with what opens a user turn.
