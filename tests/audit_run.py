@@ -12,6 +12,7 @@ os.write, which raises no audit event of its own.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -37,8 +38,13 @@ def _plain(value):
     return repr(value)[:200]
 
 
+_REPORTING = []  # set while the runner reads its own peak at exit: not the checked code's doing
+
+
 def install(log_fd: int) -> None:
     def hook(event: str, args: tuple) -> None:
+        if _REPORTING:
+            return
         if event == "open":
             path, mode, flags = args
             writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
@@ -59,11 +65,25 @@ def install(log_fd: int) -> None:
     sys.addaudithook(hook)
 
 
+def record_peak(log_fd: int) -> None:
+    """At exit, this process's peak resident memory (VmHWM: this program's own, from its exec on; a
+    parent's wait4 rusage would count the pages of the process that forked it) as a `peak-rss` record."""
+    _REPORTING.append(True)
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            kib = next((int(line.split()[1]) for line in status if line.startswith("VmHWM:")), None)
+        if kib is not None:
+            os.write(log_fd, (json.dumps({"event": "peak-rss", "args": [], "bytes": kib * 1024, "pid": os.getpid()}) + "\n").encode())
+    except (OSError, ValueError):
+        pass
+
+
 def main() -> None:
     log, sep, *rest = sys.argv[1:]
     assert sep == "--"
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     install(fd)
+    atexit.register(record_peak, fd)
     sys.argv = ["hfdoctor", *rest]
     from hfdoctor.cli import main as cli_main
 
