@@ -47,22 +47,36 @@ def card_chat_usage(repo: ModelRepo) -> str | None:
         return "the model card's usage example calls apply_chat_template"
     if MESSAGES_LIST.search(body):
         return "the model card's usage example sends a list of chat messages"
+    declared = declared_chat_format(repo)
+    if declared is not None:
+        (a, b), where = declared
+        return (f"the model card's prompt_template is a chat format ({a} … {b})" if where is None
+                else f"the model card of {where!r} shows a chat prompt format ({a} … {b})")
+    return None
+
+
+def declared_chat_format(repo: ModelRepo) -> tuple[tuple[str, str], str | None] | None:
+    """The conversation prompt format (its user and assistant markers) the model card declares as its
+    prompt_template (then None as the second item), or shows in the card of a model named chat or
+    instruct (then that name); else None."""
+    card = repo.card
+    if card is None:
+        return None
     metadata = card.metadata or {}
     declared = metadata.get("prompt_template")
     declared = declared if isinstance(declared, str) else ""
     fmt = next((pair for pair in CHAT_FORMATS if all(marker in declared for marker in pair)), None)
     if fmt is not None:
-        return f"the model card's prompt_template is a chat format ({fmt[0]} … {fmt[1]})"
+        return fmt, None
     names = [metadata.get("model_name"), getattr(repo.source, "repo_id", None)]
     heading = CARD_HEADING.search(card.body[:20_000])
     names.append(heading.group(1) if heading else None)
     name = next((n for n in names if isinstance(n, str) and CHAT_NAME.search(n)), None)
     if name is None:
         return None
+    body = card.body[:CARD_READ]
     fmt = next((pair for pair in CHAT_FORMATS if all(marker in body for marker in pair)), None)
-    if fmt is not None:
-        return f"the model card of {name!r} shows a chat prompt format ({fmt[0]} … {fmt[1]})"
-    return None
+    return (fmt, name) if fmt is not None else None
 
 
 def trained_from(repo: ModelRepo) -> list[str]:

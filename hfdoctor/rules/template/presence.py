@@ -6,11 +6,13 @@ from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.adapter_base import adapter_base
+from hfdoctor.card_usage import declared_chat_format
 from hfdoctor.edits.json_edits import json_set_value
 from hfdoctor.edits.template_edits import missing_template_fix
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.rules.base import Rule, rule
+from hfdoctor.upstream import shipped_template
 
 
 @rule("TPL001", "missing-chat-template", Severity.ERROR)
@@ -64,13 +66,16 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
         return  # an adapter of a pre-trained base, prompted with plain text: its `</s>` ends a document
     target = "tokenizer_config.json" if repo.tokenizer_config is not None else None
-    # Only the card's usage says chat (no tokenizer, config or family fact): a warning, and no
-    # fix: such a card declares the prompt format the fine-tune was trained on (Vicuna's
-    # `USER: ... ASSISTANT:`, `### User:`), which is not the family's chat template.
+    # Only the card's usage says chat (no tokenizer, config or family fact): a warning.
     card_only = reasons == [lineage_mod.card_chat_usage(repo)]
-    fix, fix_note = (None, "Write a template that renders the prompt format the card declares (hfdoctor does "
-                     "not insert the family's template: this fine-tune was trained on its own format).") \
-        if card_only else _template_fix(repo, lineage)
+    fix, fix_note = _template_fix(repo, lineage)
+    declared = declared_chat_format(repo)
+    if fix is not None and declared is not None and not _renders_format(lineage, declared[0]):
+        # The card declares the format the fine-tune was trained on (Vicuna's `USER: ... ASSISTANT:`,
+        # `### User:`), and the family's template does not write it: inserting that template breaks it.
+        fix, fix_note = None, (f"Write a template that renders the prompt format the card declares "
+                               f"({declared[0][0]} … {declared[0][1]}); hfdoctor does not insert the "
+                               f"{lineage.variant_ref.display} template, which is another format.")
     yield self.finding(
         repo,
         "no chat template: this is a chat model ("
@@ -80,6 +85,12 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         file=target, pointer="/chat_template" if target else None, line=None,
         fix=fix, severity=Severity.WARNING if card_only else None,
     )
+
+
+def _renders_format(lineage: lineage_mod.Lineage, markers: tuple[str, str]) -> bool:
+    """Whether the detected variant's canonical template writes both markers of a prompt format."""
+    text = shipped_template(lineage.variant_ref) if lineage.variant_ref is not None else None
+    return text is not None and all(marker.strip() in text for marker in markers)
 
 
 def _template_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> tuple[Fix | None, str]:
