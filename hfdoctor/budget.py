@@ -78,3 +78,16 @@ class Budget:
 
     def skip_for_bytes(self, what: str) -> None:
         self.skip(what, f"the {self.bytes / 1024**3:g} GiB read budget of this repository ran out")
+
+
+def read_at_most(fd: int, limit: int) -> bytes | None:
+    """The bytes of an open file, read in 1 MiB steps and never more than limit + 1 of them; None when
+    the file holds more than `limit` bytes (it may have grown since its size was checked)."""
+    chunks, total = [], 0
+    while total <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks) if total <= limit else None

@@ -27,6 +27,7 @@ import struct
 from pathlib import Path
 
 from hfdoctor import patterns
+from hfdoctor.budget import read_at_most
 
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # about 600,000 paths; hfdoctor walks at most 200,000 files
 MAX_PATH_BYTES = 4096  # PATH_MAX: git cannot check out a longer path
@@ -332,14 +333,7 @@ def _read_limited(path: Path, limit: int, root: Path | None) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
-        chunks, total = [], 0
-        while total <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        return b"".join(chunks) if total <= limit else None
+        return read_at_most(fd, limit)
     except OSError:
         return None
     finally:

@@ -16,7 +16,7 @@ import stat
 from functools import cached_property
 from pathlib import Path
 
-from hfdoctor.budget import Budget
+from hfdoctor.budget import Budget, read_at_most
 from hfdoctor.sources.base import SKIPPED_DIRS, WEIGHT_SUFFIXES, Entry, Source, Unreadable, read_limit
 
 # How much of a tree is walked: no model repository is this deep or this large, and a
@@ -165,16 +165,10 @@ class LocalSource(Source):
             size = os.fstat(fd).st_size
             if size > limit:
                 raise Unreadable(f"is {size:,} bytes, more than the {limit:,} hfdoctor reads of such a file")
-            chunks, total = [], 0
-            while total <= limit:
-                chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-            if total > limit:  # it grew while we read
+            data = read_at_most(fd, limit)
+            if data is None:  # it grew while we read
                 raise Unreadable(f"is more than the {limit:,} bytes hfdoctor reads of such a file")
-            return b"".join(chunks)
+            return data
         except OSError as err:
             raise Unreadable(f"cannot be read: {err.strerror or err}") from None
         finally:
