@@ -48,7 +48,7 @@ def _git(repo: Path, *args: str) -> str:
 
 def _safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]], pad_header_to: int = 0) -> None:
     """A safetensors file whose data is a hole; the header padded with spaces to `pad_header_to` bytes."""
-    sizes = {"BF16": 2, "F32": 4, "I32": 4, "U8": 1}
+    sizes = {"BF16": 2, "F32": 4, "I32": 4, "U32": 4, "U8": 1}
     header, offset = {}, 0
     for name, (dtype, shape) in tensors.items():
         n = sizes[dtype]

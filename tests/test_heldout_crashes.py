@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
+from hostile import _safetensors  # a safetensors file whose data is a hole
 
 TINY = ROOT / "fixtures" / "tiny-thinker"
 
@@ -35,24 +36,6 @@ def _check(target: Path, *extra: str, subprocess_: bool = False) -> tuple[dict, 
     report = report[0] if isinstance(report, list) else report
     assert not report.get("internal_errors"), report["internal_errors"]
     return report, proc.stderr
-
-
-def _safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
-    import struct
-
-    sizes = {"BF16": 2, "I32": 4, "U32": 4}
-    header, offset = {}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = sizes[dtype]
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
-    os.truncate(path, 8 + len(raw) + offset)
 
 
 @pytest.mark.parametrize("where", ["eos_token", "added_tokens_decoder"])
