@@ -25,7 +25,7 @@ from hfdoctor.modelfiles.scan import scan_handle
 from hfdoctor.modelfiles.scan import SCANNER_FAILED
 from hfdoctor.parsing import ParseError, load_json, load_yaml
 from hfdoctor.sources.local import LocalSource
-from hfdoctor.weights.gguf import GGUFError, parse_gguf
+from hfdoctor.repo.gguf import GGUFError, parse_gguf
 from hfdoctor.weights.headers import HeaderSkipped, WeightFileError, read_safetensors_header
 
 FUZZ = settings(max_examples=150, deadline=timedelta(seconds=3), database=None, derandomize=True,

@@ -27,7 +27,7 @@ from hfdoctor.modelfiles import containers, sevenzip
 from hfdoctor.modelfiles.containers import ContainerError
 from hfdoctor.modelfiles.opcodes import ops
 from hfdoctor.modelfiles.picklemachine import BoundedReader
-from hfdoctor.weights.gguf import GGUFError, parse_gguf
+from hfdoctor.repo.gguf import GGUFError, parse_gguf
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "corpus"))

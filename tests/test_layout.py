@@ -127,6 +127,21 @@ def test_no_import_circle():
     assert cycles(import_graph()) == []
 
 
+def room(module: str) -> str:
+    """The top-level part of the package a module belongs to: hfdoctor.rules.template.x -> hfdoctor.rules."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_arrow_back_up():
+    """The top-level parts (the modules and packages directly under hfdoctor/) import one another
+    without a loop, so they stack in floors and every import goes down: no part imports one that
+    imports it back, through any path."""
+    rooms: dict[str, set[str]] = {}
+    for name, imports in import_graph().items():
+        rooms.setdefault(room(name), set()).update(room(i) for i in imports if room(i) != room(name))
+    assert cycles(rooms) == []
+
+
 def test_rules_never_import_the_fix_pipeline_or_check():
     """Data flows repo -> rules -> findings (fixes as data) -> planner -> writer -> report."""
     graph = import_graph()

@@ -546,7 +546,7 @@ def test_a_gguf_load_parses_its_metadata_once_and_restores_transformers():
 
     from conftest import smollm2_gguf
     from hfdoctor.probe.session import gguf_parsed_once
-    from hfdoctor.weights.gguf import parse_gguf
+    from hfdoctor.repo.gguf import parse_gguf
 
     path = str(smollm2_gguf())
     before = (gguf.GGUFReader, gguf.get_tensor_name_map, legacy.load_gguf_checkpoint)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from hfdoctor import registry  # noqa: E402
 from hfdoctor.sources.local import LocalSource  # noqa: E402
-from hfdoctor.weights.gguf import read_gguf_metadata  # noqa: E402
+from hfdoctor.repo.gguf import read_gguf_metadata  # noqa: E402
 
 # The license of each upstream repo whose template ships (from the repos' model cards).
 LICENSES = {

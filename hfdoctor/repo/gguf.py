@@ -12,7 +12,7 @@ bound) before anything is allocated from it: an array of 2**40 strings in a 1 MB
 refused at once. Only the arrays hfdoctor reads are kept (`tokenizer.ggml.tokens` and
 `token_type`); the others (merges, scores: the bulk of a header) are walked and dropped,
 numbers by one read. A copy of a file is told equal by its size and header bytes
-(`header_digest`; hfdoctor.gguf_tokenizer reads equal files once).
+(`header_digest`; hfdoctor.repo.gguf_tokenizer reads equal files once).
 """
 
 from __future__ import annotations

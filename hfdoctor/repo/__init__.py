@@ -17,7 +17,7 @@ from typing import Any
 from hfdoctor import jsontext
 from hfdoctor.budget import Budget
 from hfdoctor.file_names import is_training_state
-from hfdoctor.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
+from hfdoctor.repo.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
 from hfdoctor.model_card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
 from hfdoctor.parsing import ParseError, load_json
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable

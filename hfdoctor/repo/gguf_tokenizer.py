@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hfdoctor.budget import Budget
 from hfdoctor.sources.base import Source, Unreadable
-from hfdoctor.weights.gguf import GGUFError, GgufHeader, header_digest, read_gguf_metadata
+from hfdoctor.repo.gguf import GGUFError, GgufHeader, header_digest, read_gguf_metadata
 
 CONTROL, USER_DEFINED = 3, 4
 # tokenizer_config.json's names for the ids a GGUF records.
