@@ -29,9 +29,11 @@ def stdout_console():
 
 
 def stderr_console():
+    """As stdout: a CI log gets each line whole (GitHub's runner reads stderr's lines too, and a
+    wrapped name could put `::error::` at the start of one)."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
 
 
 def fail(message: str) -> NoReturn:

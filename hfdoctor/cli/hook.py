@@ -98,7 +98,10 @@ if command -v git-lfs >/dev/null 2>&1; then
     git lfs pre-push "$@" <"$refs"
     exit $?
   fi
-elif grep -qs 'filter=lfs' "$top/.gitattributes"; then
+elif [ -f "$top/.gitattributes" ] && [ ! -h "$top/.gitattributes" ] &&
+     head -c 1048576 "$top/.gitattributes" | grep -qs 'filter=lfs'; then
+  # A plain file only, its first MiB (a symlink to /dev/zero or a FIFO would never end; git
+  # itself ignores a symlinked .gitattributes).
   echo "hfdoctor: .gitattributes routes files through git-lfs, but git-lfs is not on PATH: install it, or the push sends pointers without their objects" >&2
   exit 2
 fi
@@ -116,7 +119,13 @@ def _is_ours(path: Path) -> bool:
 
 def _write_executable(path: Path, text: str) -> None:
     tmp = path.with_name(".pre-push.hfdoctor.tmp")
-    tmp.write_text(text)
+    # The hooks folder may be one the repository tracks (core.hooksPath=.githooks): whatever it
+    # planted under the temporary name (a symlink to the user's files) is removed, never written through.
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o755)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
     tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     os.replace(tmp, path)
 

@@ -24,6 +24,7 @@ No regular expressions: translation tables and single passes, linear in the inpu
 from __future__ import annotations
 
 import json
+import math
 import secrets
 from itertools import groupby
 from typing import Any
@@ -150,9 +151,14 @@ def raw_bytes(text: str) -> bytes:
 
 def json_safe(value: Any, *, raw: bool = True) -> Any:
     """A copy of JSON data with no lone surrogate: each becomes U+FFFD; with `raw`, a string value
-    of key K that had any also gets K_raw, the hex of its raw bytes (`raw_bytes`)."""
+    of key K that had any also gets K_raw, the hex of its raw bytes (`raw_bytes`). NaN and the
+    infinities, which JSON has no number for, become the strings "NaN", "Infinity", "-Infinity"."""
     if isinstance(value, str):
         return replace_surrogates(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        # Python's json reads NaN and Infinity from a repository's files and would write them
+        # back; no JSON parser but Python's takes them. The value is kept as the text it was.
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, (list, tuple)):
         return [json_safe(item, raw=raw) for item in value]
     if isinstance(value, dict):
