@@ -89,3 +89,38 @@ def test_json_output_has_no_nan_or_infinity(number):
 
     text = inert.dumps({"value": number, "list": [number], "nested": {"x": number}})
     json.loads(text, parse_constant=strict)
+
+
+LEGACY = "model card says ##[add-mask]hunter2 and ##[stop-commands]tok"
+
+
+def runner_would_parse(line: str) -> bool:
+    """GitHub's runner (ActionCommandManager.TryProcessCommand): the `::` form at the start of the
+    line, else the legacy `##[name]` form ANYWHERE in it (ActionCommand.TryParse: IndexOf)."""
+    return line.lstrip().startswith("::") or "##[" in line
+
+
+def test_a_legacy_command_in_the_middle_of_a_line_is_no_command():
+    """`##[add-mask]x` or `##[stop-commands]t` mid-line is a command to the runner: the text output,
+    the JSON (and SARIF) output and Markdown code spans printed it as is."""
+    from hfdoctor.report.text import line
+
+    shown = [line("README.md: ", LEGACY).plain, inert.visible(LEGACY), inert.code_span(LEGACY),
+             inert.code_fence(LEGACY)]
+    shown += inert.dumps({"message": LEGACY}, indent=2).splitlines()
+    shown += inert.dumps({"message": LEGACY}, ensure_ascii=True).splitlines()
+    for text in shown:
+        for one in text.split("\n"):
+            assert not runner_would_parse(one), one
+            assert not (one.startswith("::") or "##[" in one) or inert.is_workflow_command(one)
+    assert json.loads(inert.dumps({"message": LEGACY}))["message"] == LEGACY  # the same value
+    assert inert.is_workflow_command("x ##[add-mask]y")
+
+
+@pytest.mark.parametrize("parts", [("a ##", "[add-mask]x"), ("a #", "#[add-mask]x"), ("##", "[add-mask]"),
+                                   ("#", "#", "[error]x"), ("", "##", "", "[error]")])
+def test_a_legacy_command_split_between_parts_of_a_text_line_is_no_command(parts):
+    from hfdoctor.report.text import line
+
+    plain = line(*parts).plain
+    assert not runner_would_parse(plain), plain

@@ -6,7 +6,8 @@ stays data:
   line and paragraph separators and bidi overrides/isolates/marks are shown as escapes
   (`\\x1b`, `\\n`, `<U+202E>`), so nothing can move the cursor, start a new line (a GitHub
   workflow command is a line starting with `::`), recolour, link (OSC 8) or reorder what
-  follows. Printable text, backslashes included, is unchanged.
+  follows; and `##[` (a legacy workflow command, read anywhere in a line) as `##\\x5b`.
+  Other printable text, backslashes included, is unchanged.
 - `github_data` / `github_property`: GitHub's toolkit escaping for workflow commands.
 - `code_span`: Markdown code spans (no markup, autolinks or HTML inside).
 - `json_safe` / `dumps`: valid I-JSON. A lone surrogate (an undecodable byte of a file name
@@ -52,15 +53,21 @@ GITHUB_VISIBLE = {cp: shown for cp, shown in VISIBLE.items() if chr(cp) not in "
 JSON_ESCAPES = {cp: f"\\u{cp:04x}" for cp in (0x7F, *range(0x80, 0xA0), *BIDI, *SEPARATORS)}
 
 
+# GitHub's runner reads the legacy form `##[name]...` anywhere in a line (ActionCommand.TryParse
+# looks for it with IndexOf), `##[add-mask]` and `##[stop-commands]` included.
+LEGACY_COMMAND = "##["
+
+
 def visible(text: str) -> str:
-    """`text` on one line, with every character that could act on a terminal shown as an escape."""
-    return text.translate(VISIBLE)
+    """`text` on one line, with every character that could act on a terminal shown as an escape,
+    and the `[` of a legacy workflow command (`##[`) as `\\x5b`."""
+    return text.translate(VISIBLE).replace(LEGACY_COMMAND, "##\\x5b")
 
 
 def is_workflow_command(line: str) -> bool:
-    """Whether GitHub's runner would read this output line as a workflow command."""
-    stripped = line.lstrip()
-    return stripped.startswith("::") or stripped.startswith("##[")
+    """Whether GitHub's runner would read this output line as a workflow command: `::` at its start
+    (after leading whitespace), or `##[` anywhere."""
+    return line.lstrip().startswith("::") or LEGACY_COMMAND in line
 
 
 # --- GitHub workflow commands (as @actions/core's command.ts escapes them) --------------------
@@ -176,4 +183,6 @@ def dumps(value: Any, *, raw: bool = True, **options: Any) -> str:
     """JSON text that strict parsers accept (I-JSON), with DEL, C1 controls, bidi characters and
     line separators escaped as `\\uXXXX` (the same value, nothing invisible in the text)."""
     options = {"ensure_ascii": False, **options}
-    return json.dumps(json_safe(value, raw=raw), **options).translate(JSON_ESCAPES)
+    # `##[` is only ever inside a string (`#` is nowhere else in JSON text): `\\u005b` is the same `[`.
+    text = json.dumps(json_safe(value, raw=raw), **options).translate(JSON_ESCAPES)
+    return text.replace(LEGACY_COMMAND, "##\\u005b")

@@ -40,7 +40,12 @@ def line(*parts: Part) -> Text:
     text = Text()
     for part in parts:
         content, style = (part, "") if isinstance(part, str) else part
-        text.append(visible(content), style)
+        shown = visible(content)
+        joined = text.plain[-2:] + shown[:2]
+        if "##[" in joined:  # `##` ending one part, `[` starting the next: still a legacy command
+            at = joined.index("##[") + 2 - len(text.plain[-2:])
+            shown = shown[:at] + "\\x5b" + shown[at + 1:]
+        text.append(shown, style)
     if is_workflow_command(text.plain):
         text = Text("./") + text
     return text
