@@ -19,6 +19,13 @@ from hfdoctor.report import inert
 GIT = shutil.which("git")
 
 
+def cap_memory() -> None:
+    """A failing test must not take the machine's memory with it: 2 GiB of address space."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
 def git(repo: Path, *args: str) -> None:
     subprocess.run([GIT, "-C", str(repo), *args], check=True, capture_output=True, timeout=30)
 
@@ -124,3 +131,19 @@ def test_a_legacy_command_split_between_parts_of_a_text_line_is_no_command(parts
 
     plain = line(*parts).plain
     assert not runner_would_parse(plain), plain
+
+
+@pytest.mark.skipif(GIT is None or not os.path.exists("/dev/zero"), reason="needs git and /dev/zero")
+def test_hook_install_does_not_read_a_chained_hook_that_links_to_dev_zero(tmp_path):
+    """In a hooks folder the repository tracks, `pre-push.hfdoctor-chained` can be a symlink to
+    /dev/zero: comparing it with the pre-push hook read it whole (memory without end)."""
+    repo = tmp_path / "repo"
+    (repo / ".githooks").mkdir(parents=True)
+    git(repo, "init", "-q")
+    git(repo, "config", "core.hooksPath", ".githooks")
+    (repo / ".githooks" / "pre-push").write_text("#!/bin/sh\nexit 0\n")
+    (repo / ".githooks" / hook.CHAINED_NAME).symlink_to("/dev/zero")
+    done = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from hfdoctor.cli import hook\n"
+                           "try:\n    hook.install_pre_push(Path(sys.argv[1]))\nexcept hook.HookError as err:\n"
+                           "    print(err)", str(repo)], capture_output=True, timeout=30, preexec_fn=cap_memory)
+    assert done.returncode == 0 and b"already holds another hook" in done.stdout, done

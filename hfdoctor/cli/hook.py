@@ -131,7 +131,13 @@ def _write_executable(path: Path, text: str) -> None:
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
+    """Two regular files (no symlinks: a hooks folder the repository tracks could hold one to
+    /dev/zero) with the same bytes; each is read only once their sizes agree."""
     try:
+        if a.is_symlink() or b.is_symlink() or not (a.is_file() and b.is_file()):
+            return False
+        if a.stat().st_size != b.stat().st_size:
+            return False
         return a.read_bytes() == b.read_bytes()
     except OSError:
         return False
