@@ -147,3 +147,18 @@ def test_hook_install_does_not_read_a_chained_hook_that_links_to_dev_zero(tmp_pa
                            "try:\n    hook.install_pre_push(Path(sys.argv[1]))\nexcept hook.HookError as err:\n"
                            "    print(err)", str(repo)], capture_output=True, timeout=30, preexec_fn=cap_memory)
     assert done.returncode == 0 and b"already holds another hook" in done.stdout, done
+
+
+def test_a_safetensors_shape_of_huge_dimensions_is_a_finding_not_a_crash(tmp_path):
+    """Each dimension fits in u64, their product has thousands of digits: formatting it raised
+    ValueError (Python's 4,300-digit limit) in every rule that reads the weights' headers (exit 2)."""
+    import struct
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2**63] * 600, "data_offsets": [0, 4]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    done = subprocess.run([sys.executable, "-m", "hfdoctor", "check", "--format", "json", str(tmp_path)],
+                          capture_output=True, timeout=120)
+    report = json.loads(done.stdout)
+    assert not report.get("internal_errors"), report.get("internal_errors")
+    assert any(f["file"] == "model.safetensors" and f["severity"] == "error" for f in report["findings"])

@@ -190,7 +190,10 @@ def _validate(rel: str, header: dict[str, Any], length: int, size: int) -> Safet
         start, end = offsets
         if end < start:
             raise WeightFileError(f"tensor {name!r} ends (byte {end:,}) before it starts (byte {start:,})")
-        bits = math.prod(shape) * DTYPE_BITS[dtype]
+        elements = math.prod(shape)
+        if elements >= COUNT_LIMIT:  # safetensors' own reader refuses it (an overflow of usize)
+            raise WeightFileError(f"tensor {name!r} has more than 2**64 elements")
+        bits = elements * DTYPE_BITS[dtype]
         if bits % 8:
             raise WeightFileError(f"tensor {name!r}: {dtype} x {shape} is not a whole number of bytes")
         if end - start != bits // 8:
@@ -223,8 +226,14 @@ def _validate(rel: str, header: dict[str, Any], length: int, size: int) -> Safet
     return SafetensorsHeader(rel, tensors, metadata, length, size)
 
 
+# safetensors writes shapes and offsets as u64 (usize): a larger number is no safetensors file, and
+# the product of a few such dimensions must never reach a message (Python refuses to print an
+# int of over 4,300 digits).
+COUNT_LIMIT = 2**64
+
+
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < COUNT_LIMIT
 
 
 def parse_lfs_pointer(data: bytes, rel: str) -> LfsPointer | None:
