@@ -351,10 +351,6 @@ def engine_status(repo: ModelRepo, problem: Problem, engine: str) -> str:
     return "caveat" if info else status
 
 
-# Engines that load a transformers checkpoint (config.json, tokenizer, safetensors).
-TRANSFORMERS_ENGINES = ("transformers-5", "transformers-4", "vllm", "sglang", "tgi", "open-llm-leaderboard")
-
-
 def not_verified(repo: ModelRepo, engine: str) -> str | None:
     """Why hfdoctor cannot say that `engine` loads this repository (what it would need to
     check is not there, or the check could not run); None when every check ran."""

@@ -74,10 +74,6 @@ class Completion:
     finish_reason: str | None = None
     tokens: int | None = None  # usage.completion_tokens, when the server says
     problems: list[str] = field(default_factory=list)  # what the stream itself got wrong (tool-call deltas)
-    # Streams only, time.monotonic(): the first chunk, and the end the server gave (finish or
-    # [DONE] or close); ended_at stays None when the client stopped reading first.
-    first_chunk_at: float | None = None
-    ended_at: float | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -322,14 +318,12 @@ def _assemble(exchange: _Exchange, response: http.client.HTTPResponse,
     out = Completion()
     calls: dict[int, dict[str, Any]] = {}
     number = 0
-    ended = False
     for raw in _lines(exchange, response, stop):
         line = raw.decode("utf-8", "replace").strip()
         if not line.startswith("data:"):
             continue
         payload = line[len("data:"):].strip()
         if payload == "[DONE]":
-            ended = True
             break
         number += 1
         chunk = parse_json(payload, f"stream chunk {number}")
@@ -349,14 +343,8 @@ def _assemble(exchange: _Exchange, response: http.client.HTTPResponse,
         finish = expect(choice.get("finish_reason"), (str, type(None)), f"{where}[0].finish_reason")
         if finish:
             out.finish_reason = finish
-        if out.first_chunk_at is None:
-            out.first_chunk_at = time.monotonic()
         if on_chunk is not None:
             on_chunk(out)
-    else:
-        ended = stop is None or not stop.is_set()  # the server closed the stream (not the client)
-    if ended:
-        out.ended_at = time.monotonic()
     out.tool_calls = [calls[i] for i in sorted(calls)]
     return out
 

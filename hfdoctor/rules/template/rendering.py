@@ -257,6 +257,7 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     # A renamed marker most likely replaced a token the template no longer emits.
     unused = [t for t in added if t not in emitted]
+    upstream = _family_upstream_texts(repo)  # read once, whatever the number of missing markers
     for marker in missing:
         pieces = ""
         if repo.tokenizer is not None:
@@ -268,7 +269,7 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         close = _closest(marker, unused)
         hint = f" Did you mean {close!r}?" if close else ""
         line = line_of_text(source, marker)
-        foreign = _foreign_to_upstream(repo, marker, emitted, added)
+        foreign = _foreign_to_upstream(upstream, marker, emitted, added)
         if foreign is not None:
             # No upstream template of the family writes this marker at all (a role upstream lacks,
             # such as a tool turn a training framework's template adds): the model was never trained
@@ -290,20 +291,30 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
-def _foreign_to_upstream(repo: ModelRepo, marker: str, emitted: set[str] | list[str], added: list[str]) -> str | None:
-    """The family's name when `marker` is an extra the template adds, not a renamed marker: the
-    family is known for certain, hfdoctor ships every one of its upstream templates, none of them
-    contains `marker`, and this template still renders every added token they write (a typo such
-    as `<|im_begin|>` for `<|im_start|>` drops one). Else None: no evidence either way."""
+def _family_upstream_texts(repo: ModelRepo) -> tuple[str, list[str]] | None:
+    """(the family's name, the text of each of its upstream templates) when the family is known for
+    certain and hfdoctor ships every one of its upstream templates; else None."""
     lineage = lineage_mod.detect(repo)
     fam = lineage.family_ref if lineage.certain else None
     if fam is None or not fam.variants:
         return None
     texts = [shipped_template(v) for v in fam.variants]
-    if any(text is None for text in texts) or any(marker in text for text in texts):
+    return None if any(text is None for text in texts) else (fam.display, texts)
+
+
+def _foreign_to_upstream(upstream: tuple[str, list[str]] | None, marker: str, emitted: set[str] | list[str],
+                         added: list[str]) -> str | None:
+    """The family's name when `marker` is an extra the template adds, not a renamed marker: none of
+    the family's upstream templates contains `marker`, and this template still renders every added
+    token they write (a typo such as `<|im_begin|>` for `<|im_start|>` drops one). Else None: no
+    evidence either way (also when the family or its upstream templates are unknown)."""
+    if upstream is None:
+        return None
+    family, texts = upstream
+    if any(marker in text for text in texts):
         return None
     upstream_markers = {token for token in added if any(token in text for text in texts)}
-    return fam.display if upstream_markers and upstream_markers <= set(emitted) else None
+    return family if upstream_markers and upstream_markers <= set(emitted) else None
 
 
 def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[str, ...]:
