@@ -82,7 +82,7 @@ def declared_chat_format(repo: ModelRepo) -> tuple[tuple[str, str], str | None] 
 def trained_from(repo: ModelRepo) -> list[str]:
     """The Hub ids of the model this checkpoint was trained from, as training wrote them: the
     base a PEFT adapter names, config.json's _name_or_path (local paths left out)."""
-    found = [_adapter_base(repo), (repo.config or {}).get("_name_or_path")]
+    found = [adapter_base_model(repo), (repo.config or {}).get("_name_or_path")]
     return [name for name in found if isinstance(name, str) and _hub_id(name)]
 
 
@@ -91,7 +91,8 @@ def _hub_id(name: str) -> bool:
     return bool(sep and org and rest) and "/" not in rest and not name.startswith((".", "~"))
 
 
-def _adapter_base(repo: ModelRepo) -> str | None:
+def adapter_base_model(repo: ModelRepo) -> str | None:
+    """The base model a PEFT adapter names (adapter_config.json's base_model_name_or_path)."""
     value = (repo.adapter_config or {}).get("base_model_name_or_path")
     return value if isinstance(value, str) and value.strip() else None
 

@@ -253,10 +253,7 @@ def card_families(repo: ModelRepo) -> list[Family]:
     return found
 
 
-def adapter_base_model(repo: ModelRepo) -> str | None:
-    """The base model a PEFT adapter names (adapter_config.json's base_model_name_or_path)."""
-    value = (repo.adapter_config or {}).get("base_model_name_or_path")
-    return value if isinstance(value, str) and value.strip() else None
+adapter_base_model = card_usage.adapter_base_model
 
 
 def adapter_families(repo: ModelRepo) -> list[Family]:
