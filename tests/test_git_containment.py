@@ -51,6 +51,16 @@ def outside_repository(root: Path) -> Path:
     return other
 
 
+def committed_repository(repo: Path) -> Path:
+    """A git repository at `repo` whose one commit holds an empty config.json."""
+    repo.mkdir()
+    (repo / "config.json").write_text("{}\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "x")
+    return repo
+
+
 def gitdir_file(root: Path) -> Path:
     other = outside_repository(root)
     repo = root / "repo"
@@ -94,12 +104,7 @@ def worktree(root: Path) -> Path:
 
 def included_config(root: Path) -> Path:
     outside_repository(root)
-    repo = root / "repo"
-    repo.mkdir()
-    (repo / "config.json").write_text("{}\n")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "x")
+    repo = committed_repository(root / "repo")
     with open(repo / ".git" / "config", "a") as f:
         f.write("[include]\n\tpath = ../../elsewhere/.git/config\n")
     return repo
@@ -160,12 +165,7 @@ def test_the_repository_itself_is_still_read(tmp_path):
 
 def test_hooks_that_are_links_do_not_refuse_a_repository(tmp_path):
     """Linked hooks are common (a project's scripts/): git runs none for hfdoctor, so they are no reason to refuse."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "config.json").write_text("{}\n")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "x")
+    repo = committed_repository(tmp_path / "repo")
     (repo / ".git" / "hooks" / "pre-commit").symlink_to("/bin/true")
     from hfdoctor.sources.git import GitSource
 
