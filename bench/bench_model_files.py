@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "corpus"))
 
-from hfdoctor.check import check_target  # noqa: E402
-from hfdoctor.upstream import Upstream  # noqa: E402
+from hfdoctor.lint.check import check_target  # noqa: E402
+from hfdoctor.knowledge.upstream import Upstream  # noqa: E402
 
 MALICIOUS_NAMES = re.compile(r"malicious|GHSA-|exploit|attack|evil|cloudpickle|dns_exfiltration|io_FileIO|"
                              r"logging_FileHandler|types_CodeType|urllib|keyerror|type-confusion|sys_module_override|"

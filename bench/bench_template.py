@@ -76,8 +76,8 @@ def main() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     from hfdoctor.chat import analysis, render, store
     from hfdoctor.repo import ModelRepo
-    from hfdoctor.rules import ALL_RULES
-    from hfdoctor.upstream import Upstream
+    from hfdoctor.lint.rules import ALL_RULES
+    from hfdoctor.knowledge.upstream import Upstream
 
     repo = ModelRepo(args.model)
     text = repo.chat_template.text

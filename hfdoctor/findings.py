@@ -72,7 +72,7 @@ class Finding:
     pointer: str | None
     message: str
     fix: Fix | None = None
-    # Facts about the finding that decide how loud it is (hfdoctor.policy reads them):
+    # Facts about the finding that decide how loud it is (hfdoctor.lint.policy reads them):
     # see Facet. A rule states them; it never lowers its own severity for them.
     facets: tuple[str, ...] = ()
     # Why the finding has this severity, when the policy changed it or kept it for a reason.
@@ -95,7 +95,7 @@ class Finding:
 class Facet:
     """What a rule knows about its finding that decides how loud it should be.
 
-    A facet is a string: a kind, and after ':' its detail. hfdoctor.policy maps them to a
+    A facet is a string: a kind, and after ':' its detail. hfdoctor.lint.policy maps them to a
     severity (only ever lower than the rule's) and a `severity_reason`.
     """
 

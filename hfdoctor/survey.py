@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from hfdoctor.check import check_repo
+from hfdoctor.lint.check import check_repo
 from hfdoctor.findings import Report, TargetError
 from hfdoctor.repo import ModelRepo
 from hfdoctor.report.json_report import report_to_json
 from hfdoctor.sources.base import SourceError
 from hfdoctor.sources.targets import TargetOptions, open_source
-from hfdoctor.upstream import Upstream
+from hfdoctor.knowledge.upstream import Upstream
 
 __all__ = ["Options", "TargetError", "check_one", "report_json", "check_many", "rule_counts"]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM, check_json, run_cli
-from hfdoctor.check import run_rules
+from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"

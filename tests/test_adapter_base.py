@@ -1,4 +1,4 @@
-"""Adapters are read through their base model (hfdoctor.adapter_base), on real folders people
+"""Adapters are read through their base model (hfdoctor.lineage.adapter_base), on real folders people
 published: a PEFT checkpoint of Mistral-7B-Instruct-v0.2 trained with LLaMA-Factory, and a TinyLlama
 SFT checkpoint with the Trainer's state (tests/corpus/adapters/folders/MANIFEST.tsv says where each
 file comes from). Their tokenizer.json files are over 1 MiB and left out; where a test needs a
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM
-from hfdoctor.adapter_base import adapter_base
-from hfdoctor.check import run_rules
+from hfdoctor.lineage.adapter_base import adapter_base
+from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 
 FOLDERS = Path(__file__).resolve().parent / "corpus" / "adapters" / "folders"
 MISTRAL_CKPT = FOLDERS / "syGOAT__Mistral-v0.2-Translator-bf16__checkpoint-500"
@@ -230,7 +230,7 @@ def test_stock_trainer_argument_classes_are_known(tmp_path, module, name, base):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from hfdoctor.file_names import browser_duplicate_of, is_training_state  # noqa: E402
+from hfdoctor.repo.file_names import browser_duplicate_of, is_training_state  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)

@@ -111,7 +111,7 @@ def test_a_folder_is_materialised_byte_for_byte(tmp_path):
 def test_a_card_declared_prompt_format_gets_no_template_fix(tmp_path, slug):
     """The card declares its own chat format (`### User:`, `USER: ... ASSISTANT:`): missing-chat-template
     fires, but never offers to insert the family's chat template (Llama-2-chat's [INST] is not that format)."""
-    from hfdoctor.check import check_target
+    from hfdoctor.lint.check import check_target
     from hfdoctor.findings import Severity
 
     folder = community_load.materialise_one(slug, tmp_path)
@@ -122,7 +122,7 @@ def test_a_card_declared_prompt_format_gets_no_template_fix(tmp_path, slug):
 def test_a_role_marker_no_upstream_template_writes_is_a_warning_not_a_broken_token(tmp_path):
     """Unsloth's Phi-3.5 template writes a tool turn as '<|tool|>' text; no Phi-3.5 template has one, so
     the model never learned it as a control token: a warning that says so (a renamed marker stays an error)."""
-    from hfdoctor.check import check_target
+    from hfdoctor.lint.check import check_target
     from hfdoctor.findings import Severity
 
     slug = "kashewknutt__personality-bot__models_sfw_fine_tuned_model"

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import UPSTREAM, run_cli
 from hfdoctor.chat import engines
-from hfdoctor.check import check_target
+from hfdoctor.lint.check import check_target
 from hfdoctor.compat import knowledge as kb
 from hfdoctor.compat.assess import chk_hash
 from hfdoctor.repo import ModelRepo

@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, UPSTREAM, check_json
-from hfdoctor import lineage, registry
+from hfdoctor import lineage
+from hfdoctor.knowledge import registry
 from hfdoctor.repo import ModelRepo
 
 COMMUNITY = ROOT / "tests" / "corpus" / "community"

@@ -24,17 +24,19 @@ import pytest
 from rich.console import Console
 
 from conftest import UPSTREAM, check_json, rules_fired, run_cli
-from hfdoctor import jsonedit, jsontext, registry
+from hfdoctor.lint.edits import json_spans as jsonedit
+from hfdoctor.bounded import jsontext
+from hfdoctor.knowledge import registry
 from hfdoctor.findings import Edit, Severity
-from hfdoctor.edits.apply import EditConflict, apply_edits
-from hfdoctor.edits.card_edits import card_set_base_model
-from hfdoctor.edits.template_edits import missing_template_fix
+from hfdoctor.lint.edits.apply import EditConflict, apply_edits
+from hfdoctor.lint.edits.card_edits import card_set_base_model
+from hfdoctor.lint.edits.template_edits import missing_template_fix
 from hfdoctor.fix import run_fix
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, writable_path, write_changes
 from hfdoctor.repo import ModelRepo
-from hfdoctor import upstream as upstream_mod
-from hfdoctor.upstream import Upstream, canonical_template
+from hfdoctor.knowledge import upstream as upstream_mod
+from hfdoctor.knowledge.upstream import Upstream, canonical_template
 
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
 QWEN3_HYBRID = registry.family("qwen3").variant("hybrid")
@@ -508,7 +510,7 @@ def test_killed_between_renames_every_file_is_old_or_new(replica):
         import os, signal
         from pathlib import Path
         from hfdoctor.fix import plan as fix_plan, write as fix_write
-        from hfdoctor.upstream import Upstream
+        from hfdoctor.knowledge.upstream import Upstream
         real_replace, calls = os.replace, []
         def replace(src, dst):
             calls.append(dst)

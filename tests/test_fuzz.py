@@ -20,10 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hfdoctor import gitfiles, jsontext
+from hfdoctor.sources import gitfiles
+
+from hfdoctor.bounded import jsontext
 from hfdoctor.modelfiles.scan import scan_handle
 from hfdoctor.modelfiles.scan import SCANNER_FAILED
-from hfdoctor.parsing import ParseError, load_json, load_yaml
+from hfdoctor.bounded.parsing import ParseError, load_json, load_yaml
 from hfdoctor.sources.local import LocalSource
 from hfdoctor.repo.gguf import GGUFError, parse_gguf
 from hfdoctor.weights.headers import HeaderSkipped, WeightFileError, read_safetensors_header
@@ -269,7 +271,7 @@ def test_a_large_parse_is_remembered_by_its_bytes_and_leaves_the_collector_on():
     collector paused for the parse is on again afterwards, after a broken file too."""
     import gc
 
-    from hfdoctor import parsing
+    from hfdoctor.bounded import parsing
 
     big = json.dumps({"model": {"vocab": {f"t{i}": i for i in range(120_000)}}})
     assert len(big) > parsing.GC_PAUSE_BYTES
@@ -295,7 +297,7 @@ def test_a_large_parse_is_remembered_by_its_bytes_and_leaves_the_collector_on():
 def test_json_style_and_spans_on_any_bytes(data):
     """The fixer's readers of repository JSON (the escape-sequence search, the bracket scanner)
     on any bytes: a style and a span or None, never an exception, within the deadline."""
-    from hfdoctor import jsonedit
+    from hfdoctor.lint.edits import json_spans as jsonedit
 
     style = jsonedit.detect_style(data)
     assert style.newline in ("\n", "\r\n")

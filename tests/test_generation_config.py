@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from conftest import UPSTREAM, check_json, run_cli
-from hfdoctor.check import run_rules
+from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 from weights_util import model_tensors, upstream_weight_map, write_checkpoint
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)

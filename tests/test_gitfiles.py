@@ -1,4 +1,4 @@
-"""git's own files read as data (hfdoctor.gitfiles): the index and the ignore rules, exact on
+"""git's own files read as data (hfdoctor.sources.gitfiles): the index and the ignore rules, exact on
 what git writes, and linear and bounded on what an attacker writes.
 
 Properties: an index of any paths, in versions 2, 3 and 4, reads back as exactly those paths
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hfdoctor import gitfiles
+from hfdoctor.sources import gitfiles
 
 PROPERTY = settings(max_examples=200, deadline=timedelta(seconds=5), database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -84,9 +84,9 @@ def test_unreadable_home_is_no_node_and_no_crash(tmp_path, monkeypatch):
     unreadable, so the refusal is simulated) holding ~/.cache/hfdoctor/node_modules and a
     PATH entry (~/.local/bin): @huggingface/jinja is simply not installed there."""
     from hfdoctor.chat import engines
-    from hfdoctor.check import check_target
-    from hfdoctor.programs import find_program
-    from hfdoctor.upstream import Upstream
+    from hfdoctor.lint.check import check_target
+    from hfdoctor.bounded.programs import find_program
+    from hfdoctor.knowledge.upstream import Upstream
 
     home = tmp_path / "home"
     (home / ".local" / "bin").mkdir(parents=True)
@@ -143,7 +143,7 @@ def test_tokenizers_panic_text_never_reaches_stderr(tmp_path):
 
 
 def test_stderr_is_restored_after_a_contained_panic(capfd):
-    from hfdoctor.tokenizing import quiet_rust_stderr
+    from hfdoctor.bounded.tokenizing import quiet_rust_stderr
 
     with quiet_rust_stderr():
         with quiet_rust_stderr():

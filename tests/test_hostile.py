@@ -110,8 +110,8 @@ def test_every_hostile_class_has_a_repository():
 def test_files_the_user_cannot_read_are_findings(tmp_path, monkeypatch):
     """Permission denied (simulated: the tests run as root, who may read anything) on a file
     and on a directory: file-unreadable and check-incomplete, never a crash."""
-    from hfdoctor.check import check_target
-    from hfdoctor.upstream import Upstream
+    from hfdoctor.lint.check import check_target
+    from hfdoctor.knowledge.upstream import Upstream
 
     case = hostile.build("unreadable_files", tmp_path / "case")
     real_open, real_scandir = os.open, os.scandir

@@ -107,8 +107,8 @@ def test_the_pickle_tricks_are_real_pickles():
 
 
 def test_the_gguf_template_payload_is_flagged_with_its_file(tmp_path):
-    from hfdoctor.check import check_target
-    from hfdoctor.upstream import Upstream
+    from hfdoctor.lint.check import check_target
+    from hfdoctor.knowledge.upstream import Upstream
 
     corpus.hostile_gguf_template_only(tmp_path)
     report = check_target(str(tmp_path), upstream=Upstream((), use_cache=False, use_hub=False))

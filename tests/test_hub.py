@@ -180,7 +180,7 @@ def test_a_mistyped_local_path_is_not_sent_to_the_hub(hub, tmp_path):
 
 
 def test_the_reachability_probe_dials_the_endpoint_port(hub, monkeypatch):
-    from hfdoctor import upstream
+    from hfdoctor.knowledge import upstream
 
     upstream.hub_reachable.cache_clear()
     assert upstream.hub_reachable()  # the fake Hub is on a random port, not 443

@@ -1,4 +1,4 @@
-"""The byte-level JSON locator and editor (hfdoctor/jsontext.py, hfdoctor/jsonedit.py).
+"""The byte-level JSON locator and editor (hfdoctor/bounded/jsontext.py, hfdoctor/lint/edits/json_spans.py).
 
 The central property: cut one member out of a file textually, put it back with
 set_value, and the file is byte-identical, whatever json.dumps options wrote it (or
@@ -14,8 +14,8 @@ import random
 import pytest
 
 from conftest import UPSTREAM
-from hfdoctor import jsonedit as je
-from hfdoctor import jsontext as jt
+from hfdoctor.lint.edits import json_spans as je
+from hfdoctor.bounded import jsontext as jt
 
 DOC = {
     "add_bos_token": False,

@@ -119,7 +119,7 @@ def test_the_graph_sees_lazy_imports():
     """The reader is not blind: a function-level import is an edge (the CLI imports check lazily)."""
     graph = import_graph()
     assert "hfdoctor.survey" in graph["hfdoctor.cli.commands"]
-    assert "hfdoctor.rules.base" in graph["hfdoctor.rules.template.presence"]
+    assert "hfdoctor.lint.rules.base" in graph["hfdoctor.lint.rules.template.presence"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -128,7 +128,7 @@ def test_no_import_circle():
 
 
 def room(module: str) -> str:
-    """The top-level part of the package a module belongs to: hfdoctor.rules.template.x -> hfdoctor.rules."""
+    """The top-level part of the package a module belongs to: hfdoctor.lint.rules.template.x -> hfdoctor.lint.rules."""
     return ".".join(module.split(".")[:2])
 
 
@@ -146,10 +146,10 @@ def test_rules_never_import_the_fix_pipeline_or_check():
     """Data flows repo -> rules -> findings (fixes as data) -> planner -> writer -> report."""
     graph = import_graph()
     for name, imports in graph.items():
-        if name.startswith(("hfdoctor.rules", "hfdoctor.edits", "hfdoctor.chat", "hfdoctor.weights")):
-            assert not {i for i in imports if i.startswith(("hfdoctor.fix", "hfdoctor.check", "hfdoctor.cli"))}, name
+        if name.startswith(("hfdoctor.lint.rules", "hfdoctor.lint.edits", "hfdoctor.chat", "hfdoctor.weights")):
+            assert not {i for i in imports if i.startswith(("hfdoctor.fix", "hfdoctor.lint.check", "hfdoctor.cli"))}, name
         if name.startswith("hfdoctor.report"):
-            assert not {i for i in imports if i.startswith(("hfdoctor.fix", "hfdoctor.check"))}, name
+            assert not {i for i in imports if i.startswith(("hfdoctor.fix", "hfdoctor.lint.check"))}, name
 
 
 def test_no_module_over_the_size_limit():

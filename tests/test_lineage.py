@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, UPSTREAM
-from hfdoctor import lineage, registry
-from hfdoctor.check import check_repo
+from hfdoctor import lineage
+from hfdoctor.knowledge import registry
+from hfdoctor.lint.check import check_repo
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.repo import ModelRepo
-from hfdoctor.upstream import Upstream, shipped_template
+from hfdoctor.knowledge.upstream import Upstream, shipped_template
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 CORPUS = ROOT / "tests" / "corpus" / "templates"

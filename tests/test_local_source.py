@@ -20,7 +20,7 @@ from conftest import UPSTREAM
 from hfdoctor.repo import ModelRepo
 from hfdoctor.sources.base import DEFAULT_READ_LIMIT, Unreadable
 from hfdoctor.sources.local import LocalSource
-from hfdoctor.upstream import Upstream
+from hfdoctor.knowledge.upstream import Upstream
 
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)

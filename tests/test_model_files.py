@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hfdoctor.check import check_target
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.check import check_target
+from hfdoctor.knowledge.upstream import Upstream
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 OFFLINE = Upstream((), use_cache=False, use_hub=False)

@@ -16,8 +16,8 @@ sys.path.insert(0, str(ROOT / "tests" / "corpus"))
 import judge  # noqa: E402
 
 from hfdoctor.chat import engines  # noqa: E402
-from hfdoctor.check import check_target  # noqa: E402
-from hfdoctor.upstream import Upstream  # noqa: E402
+from hfdoctor.lint.check import check_target  # noqa: E402
+from hfdoctor.knowledge.upstream import Upstream  # noqa: E402
 
 
 HF_JINJA = engines.run_hf_jinja("{{ 1 }}", {}).unavailable is None

@@ -26,7 +26,7 @@ pytest.importorskip("transformers")
 
 from hfdoctor.probe import checks, preflight, run_probe  # noqa: E402
 from hfdoctor.probe.session import Generation  # noqa: E402
-from hfdoctor.registry import family  # noqa: E402
+from hfdoctor.knowledge.registry import family  # noqa: E402
 
 THINKER = ROOT / "fixtures" / "tiny-thinker"
 NOTHINKER = ROOT / "fixtures" / "tiny-nothinker"
@@ -152,7 +152,7 @@ def test_refuses_weights_larger_than_memory(copy_fixture, capsys, monkeypatch):
 
 
 def test_refuses_weights_that_do_not_match_the_config(copy_fixture, capsys):
-    from hfdoctor.rules import find_rule
+    from hfdoctor.lint.rules import find_rule
 
     if find_rule("weights-config-mismatch") is None:
         pytest.skip("the weights-config-mismatch rule is not in this build")

@@ -11,10 +11,10 @@ import pytest
 
 from conftest import UPSTREAM, check_json, run_cli, smollm2_gguf
 from gguf_util import write_gguf
-from hfdoctor.check import run_rules
+from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
@@ -164,7 +164,7 @@ def test_not_a_git_repository_is_not_checked(tmp_path):
 
 
 def test_gitattributes_patterns():
-    from hfdoctor.gitfiles import lfs_rules, routed_to_lfs
+    from hfdoctor.sources.gitfiles import lfs_rules, routed_to_lfs
 
     rules = lfs_rules(HUB_DEFAULT.read_text() + "*.gguf filter=lfs diff=lfs merge=lfs -text\n"
                       "big/**/keep.bin -filter\n/top.json filter=lfs\n")

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM, run_cli
-from hfdoctor.check import run_rules
+from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 from weights_util import model_tensors, write_mixed_safetensors
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)

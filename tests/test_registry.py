@@ -8,9 +8,10 @@ import json
 import pytest
 
 from conftest import UPSTREAM
-from hfdoctor import lineage, registry
+from hfdoctor import lineage
+from hfdoctor.knowledge import registry
 from hfdoctor.repo import ModelRepo
-from hfdoctor.upstream import shipped_template
+from hfdoctor.knowledge.upstream import shipped_template
 
 FAMILIES = registry.families()
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hfdoctor.check import check_target
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.check import check_target
+from hfdoctor.knowledge.upstream import Upstream
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "tiny-thinker"
 OFFLINE = Upstream((), use_cache=False, use_hub=False)

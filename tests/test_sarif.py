@@ -86,7 +86,7 @@ def test_driver_rules_and_regions(awkward_sarif):
 
 def test_every_help_anchor_exists_in_the_readme():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    from hfdoctor.rules import ALL_RULES
+    from hfdoctor.lint.rules import ALL_RULES
     assert [r.code for r in ALL_RULES if f'<a id="{r.code.lower()}"></a>' not in readme] == []
 
 

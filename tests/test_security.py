@@ -17,12 +17,12 @@ import struct
 import pytest
 
 from conftest import UPSTREAM, check_json
-from hfdoctor.check import run_rules
+from hfdoctor.lint.check import run_rules
 from hfdoctor.modelfiles.scan import scan_file
 from hfdoctor.modelfiles.allowlist import classify
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 SECURITY_RULES = selected_rules(["SEC"])

@@ -1,4 +1,4 @@
-"""Severity from evidence (hfdoctor.policy), conflicting lineage, and the smaller noise fixes
+"""Severity from evidence (hfdoctor.lint.policy), conflicting lineage, and the smaller noise fixes
 of issue 21, on real data: the ../shared/upstream folders and the seed incident."""
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ import shutil
 from pathlib import Path
 
 from conftest import UPSTREAM, run_cli
-from hfdoctor.check import run_rules
+from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 

@@ -18,14 +18,14 @@ import pytest
 
 from conftest import ROOT, UPSTREAM, check_json, rules_fired
 from hfdoctor.chat import analysis as analysis_mod
-from hfdoctor.chat import renders
+from hfdoctor.chat import render_plan as renders
 from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.analysis import analyze, run_analysis
-from hfdoctor.sandbox import Limits, run_bounded
-from hfdoctor.check import check_target
+from hfdoctor.bounded.sandbox import Limits, run_bounded
+from hfdoctor.lint.check import check_target
 from hfdoctor.findings import Report
 from hfdoctor.repo import ModelRepo
-from hfdoctor.upstream import Upstream
+from hfdoctor.knowledge.upstream import Upstream
 
 LOCAL_UPSTREAM = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 CORPUS = ROOT / "tests" / "corpus" / "templates"
@@ -203,7 +203,7 @@ def test_worker_killed_by_a_signal_says_which():
 def test_worker_is_killed_and_reaped_when_collecting_fails(monkeypatch):
     import os
 
-    from hfdoctor import sandbox
+    from hfdoctor.bounded import sandbox
 
     children = []
 
@@ -458,7 +458,7 @@ def test_whitespace_only_drift_is_info(copy_upstream):
 
 def test_upstream_unavailable_is_said_plainly(copy_upstream, monkeypatch):
     """Only a broken install lacks the shipped templates; then drift says it cannot compare."""
-    from hfdoctor import upstream as upstream_mod
+    from hfdoctor.knowledge import upstream as upstream_mod
 
     monkeypatch.setattr(upstream_mod, "_shipped_manifest", lambda: {})
     upstream_mod.canonical_template.cache_clear()
@@ -527,7 +527,7 @@ def test_shipped_analyses_equal_fresh_ones():
     import importlib.util
 
     from hfdoctor.chat import store
-    from hfdoctor.registry import data_file
+    from hfdoctor.knowledge.registry import data_file
 
     spec = importlib.util.spec_from_file_location("make_analyses", ROOT / "upstream_templates" / "make_analyses.py")
     make_analyses = importlib.util.module_from_spec(spec)

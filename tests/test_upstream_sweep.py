@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import UPSTREAM, model_folders
-from hfdoctor.check import check_target
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.check import check_target
+from hfdoctor.knowledge.upstream import Upstream
 
 EXPECTED_FAMILY = {
     "HuggingFaceTB--SmolLM3-3B": "smollm3",

@@ -14,10 +14,10 @@ import pytest
 
 from conftest import ROOT, UPSTREAM
 from hfdoctor.chat.analysis import special_tokens_for_render
-from hfdoctor.check import check_target
+from hfdoctor.lint.check import check_target
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.repo import ModelRepo
-from hfdoctor.upstream import Upstream
+from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 CORPUS = ROOT / "tests" / "corpus" / "templates"

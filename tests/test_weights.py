@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, UPSTREAM
-from hfdoctor import lineage, registry
+from hfdoctor import lineage
+from hfdoctor.knowledge import registry
 from hfdoctor.weights import expected as weights
-from hfdoctor.check import run_rules
+from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.rules import selected_rules
-from hfdoctor.upstream import Upstream
+from hfdoctor.lint.rules import selected_rules
+from hfdoctor.knowledge.upstream import Upstream
 from hfdoctor.weights.expected import CannotVerify, ExpectedLayout, expected_layout
 from hfdoctor.weights.headers import WeightFileError, read_safetensors_header, repo_weights
 from hfdoctor.weights.layout import infer_weights_families

@@ -19,12 +19,12 @@ import json
 import os
 from pathlib import Path
 
-from hfdoctor import registry
+from hfdoctor.knowledge import registry
 from hfdoctor.chat import store
 from hfdoctor.chat.analysis import run_analysis, special_tokens_for_render
 from hfdoctor.compat.portability import verdicts_to_record
 from hfdoctor.repo import ModelRepo
-from hfdoctor.upstream import Upstream, canonical_template
+from hfdoctor.knowledge.upstream import Upstream, canonical_template
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_UPSTREAM = Path(os.environ.get("HFDOCTOR_TEST_UPSTREAM", HERE.parent.parent / "shared" / "upstream"))

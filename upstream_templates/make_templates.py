@@ -35,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from hfdoctor import registry  # noqa: E402
+from hfdoctor.knowledge import registry  # noqa: E402
 from hfdoctor.sources.local import LocalSource  # noqa: E402
 from hfdoctor.repo.gguf import read_gguf_metadata  # noqa: E402
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hfdoctor import registry
+from hfdoctor.knowledge import registry
 from hfdoctor.chat.triggers import TRIGGERS_FILE, parse_template_text, sha256, to_json
-from hfdoctor.upstream import shipped_template
+from hfdoctor.knowledge.upstream import shipped_template
 
 HERE = Path(__file__).resolve().parent
 

@@ -2,7 +2,7 @@
 
 `analyze(repo, text)` compiles the template and renders a fixed plan of corpus
 conversations (with and without the generation prompt, and with each thinking kwarg
-the template reads) in ONE bounded worker process (hfdoctor.sandbox): a template
+the template reads) in ONE bounded worker process (hfdoctor.bounded.sandbox): a template
 that loops forever, allocates gigabytes or pokes at Python internals ends as a
 RenderError on the conversation that triggered it, within a few seconds, and
 hfdoctor goes on. The result is cached on the repo, so the ~10 template rules and
@@ -26,13 +26,13 @@ from dataclasses import astuple
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Callable
 
-from hfdoctor import registry
+from hfdoctor.knowledge import registry
 from hfdoctor.chat import corpus, store
-from hfdoctor.chat.renders import (
+from hfdoctor.chat.render_plan import (
     FIXED_NOW, MAX_MESSAGE_CHARS, MAX_RENDER_CHARS, SPECIAL_TOKEN_NAMES, Outcome, RenderError, RenderKey,
     TemplateAnalysis, plan,
 )
-from hfdoctor.sandbox import Limits, StepGuard, StepTimeout, run_bounded, run_in_process
+from hfdoctor.bounded.sandbox import Limits, StepGuard, StepTimeout, run_bounded, run_in_process
 from hfdoctor.repo import token_content
 
 if TYPE_CHECKING:

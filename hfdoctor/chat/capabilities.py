@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hfdoctor.chat import corpus
-from hfdoctor.chat.renders import TemplateAnalysis, has_generation_tag
+from hfdoctor.chat.render_plan import TemplateAnalysis, has_generation_tag
 
 # Marker shapes. Pipes and full-width bars are only ever control tokens; [UPPER] and
 # <tag> shapes are also ordinary text in some families, see `expected_tokens`.

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable
 
-from hfdoctor import patterns
+from hfdoctor.bounded import patterns
 from hfdoctor.chat import corpus
 from hfdoctor.chat.capabilities import FULLWIDTH_MARKER, PIPE_MARKER
-from hfdoctor.chat.renders import TemplateAnalysis, render_key
-from hfdoctor.tokenizing import TokenizerFailed
+from hfdoctor.chat.render_plan import TemplateAnalysis, render_key
+from hfdoctor.bounded.tokenizing import TokenizerFailed
 
 CONTEXT_CHARS = 30
 
@@ -101,7 +101,7 @@ class Vocabulary:
     added: tuple[str, ...] = ()
     lstrip: frozenset[str] = frozenset()  # added tokens that swallow whitespace on their left
     load: Callable[[], Any] | None = None
-    # the tokenizer's normalizer and pre-tokenizer alone (hfdoctor.tokenizing.Splitter)
+    # the tokenizer's normalizer and pre-tokenizer alone (hfdoctor.bounded.tokenizing.Splitter)
     splitter: Callable[[], Any] | None = None
 
     @cached_property

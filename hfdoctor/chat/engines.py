@@ -12,7 +12,7 @@ accept a different language and render some constructs differently:
   the node_modules folder, else ~/.cache/hfdoctor/node_modules), in a separate process
   with a time and memory limit. Never the working directory's node_modules, and never a
   node or a package inside the repository being checked: `hfdoctor check .` runs in that
-  repository, and its JavaScript is the repository's code (hfdoctor.programs).
+  repository, and its JavaScript is the repository's code (hfdoctor.bounded.programs).
 
 llama.cpp's minja (C++) is not run here: it needs a compiler and a build.
 
@@ -34,9 +34,9 @@ from typing import Any
 from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import _render_one
 from hfdoctor.chat.consistency import DRIFT_RENDERS
-from hfdoctor.chat.renders import FIXED_NOW, render_key
-from hfdoctor.sandbox import Limits, run_bounded
-from hfdoctor.programs import find_program, hardened_env
+from hfdoctor.chat.render_plan import FIXED_NOW, render_key
+from hfdoctor.bounded.sandbox import Limits, run_bounded
+from hfdoctor.bounded.programs import find_program, hardened_env
 
 MINIJINJA_FUEL = 5_000_000  # instructions per render: far above any real template
 NODE_TIMEOUT_S = 30

@@ -4,7 +4,7 @@ code block), read without running anything, and rendered with the shipped templa
 The card's code is parsed with Python's `ast` (never executed), bounded in size; a list
 of dicts whose keys are `role` and `content` is a conversation. A content that is not a
 string literal (`prompt`, an f-string) becomes a placeholder. Rendering happens in the same
-bounded child as the template analysis (hfdoctor.sandbox), with the repository's special
+bounded child as the template analysis (hfdoctor.bounded.sandbox), with the repository's special
 tokens, as apply_chat_template would.
 """
 
@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from functools import partial
 
-from hfdoctor.sandbox import StepTimeout, run_bounded, run_in_process
+from hfdoctor.bounded.sandbox import StepTimeout, run_bounded, run_in_process
 
 PYTHON_INFO = ("", "python", "py", "python3", "pycon")
 MAX_CARD_CHARS = 200_000

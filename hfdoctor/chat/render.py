@@ -20,7 +20,7 @@ Mirrors transformers 5.x (`utils/chat_template_utils.py` and
 `return_assistant_tokens_mask`: (start, end) character offsets in the output.
 
 Rendering here is in-process and unbounded: callers that render untrusted templates go
-through hfdoctor.sandbox (see analysis.py).
+through hfdoctor.bounded.sandbox (see analysis.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Defined without jinja2, so that a stored analysis never needs to import it.
-from hfdoctor.chat.renders import SPECIAL_TOKEN_NAMES
+from hfdoctor.chat.render_plan import SPECIAL_TOKEN_NAMES
 
 # Names a message's reasoning is passed under; the first is the one templates read.
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")

@@ -22,9 +22,9 @@ from functools import lru_cache
 from typing import Any
 
 from hfdoctor.chat import corpus
-from hfdoctor.chat import renders as plan_mod
-from hfdoctor.chat.renders import Outcome, RenderError, TemplateAnalysis
-from hfdoctor.registry import data_file
+from hfdoctor.chat import render_plan as plan_mod
+from hfdoctor.chat.render_plan import Outcome, RenderError, TemplateAnalysis
+from hfdoctor.knowledge.registry import data_file
 
 # Bump when what an analysis records changes.
 STORE_VERSION = 1

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from hfdoctor.registry import data_file
+from hfdoctor.knowledge.registry import data_file
 
 # What upstream_templates/make_triggers.py wrote for the shipped canonical templates: the
 # same reading, done once when the data is generated (check parses no canonical template).

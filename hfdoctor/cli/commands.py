@@ -100,7 +100,7 @@ def exit_code(results, fail_on: Severity) -> int:
 
 def fix(args: argparse.Namespace) -> int:
     """Write the minimal patch for fixable findings, then re-check and report what remains."""
-    from hfdoctor.upstream import Upstream
+    from hfdoctor.knowledge.upstream import Upstream
 
     selects, ignores = split_list(args.select), split_list(args.ignore)
     check_selectors(selects + ignores)
@@ -150,7 +150,7 @@ def probe(args: argparse.Namespace) -> int:
 
 def list_rules(args: argparse.Namespace) -> int:
     """List every rule: code, name, default severity and what it flags."""
-    from hfdoctor.rules import ALL_RULES
+    from hfdoctor.lint.rules import ALL_RULES
 
     if args.markdown:
         print("| code | name | default severity | what it flags |\n|---|---|---|---|")
@@ -170,7 +170,7 @@ def list_rules(args: argparse.Namespace) -> int:
 
 def explain(args: argparse.Namespace) -> int:
     """Print a rule's documentation."""
-    from hfdoctor.rules import find_rule
+    from hfdoctor.lint.rules import find_rule
 
     found = find_rule(args.rule)
     if found is None:

@@ -53,7 +53,7 @@ def split_list(values: Optional[list[str]]) -> list[str]:
 
 
 def check_selectors(selectors: list[str]) -> None:
-    from hfdoctor.rules import ALL_RULES, matches
+    from hfdoctor.lint.rules import ALL_RULES, matches
 
     for selector in selectors:
         if selector.upper() != "ALL" and not any(matches(r, selector) for r in ALL_RULES):

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hfdoctor.programs import ProgramMissing, global_git_config, run_git
+from hfdoctor.bounded.programs import ProgramMissing, global_git_config, run_git
 
 MARKER = "# hfdoctor pre-push hook"
 # Git runs a hook only by its exact name, so the hook kept aside is inert until ours runs it.

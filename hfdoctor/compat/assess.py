@@ -2,7 +2,7 @@
 
 Each detector reads the files and returns Problems: one fact, the engines it affects
 (caveat or fails) and why. The report's `compat` section folds them per engine; the
-compat rules (hfdoctor.rules.compat) report them as findings, with fixes where certain.
+compat rules (hfdoctor.lint.rules.compat) report them as findings, with fixes where certain.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hfdoctor.compat import knowledge as kb
 from hfdoctor.compat.portability import template_portability
 from hfdoctor.compat.targets import targeted_engines
 from hfdoctor.repo import ModelRepo
-from hfdoctor.tokenizing import TokenizerFailed
+from hfdoctor.bounded.tokenizing import TokenizerFailed
 from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import repo_weights
 
@@ -342,7 +342,7 @@ def section(repo: ModelRepo, problems: list[Problem]) -> list[dict[str, str]]:
 
 
 def engine_status(repo: ModelRepo, problem: Problem, engine: str) -> str:
-    """The problem's status for the engine, as loud as its finding (hfdoctor.policy lowers a
+    """The problem's status for the engine, as loud as its finding (hfdoctor.lint.policy lowers a
     finding for engines the repository does not target to info)."""
     status = problem.engines[engine]
     if status != "fails" or problem.severity == "none":

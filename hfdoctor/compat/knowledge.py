@@ -15,7 +15,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from hfdoctor.registry import data_file
+from hfdoctor.knowledge.registry import data_file
 
 # The engines a compat section speaks for, in report order: key -> what it is.
 ENGINES = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 
-from hfdoctor import patterns
+from hfdoctor.bounded import patterns
 from hfdoctor.repo import ModelRepo
 
 # Card text that names an engine: engine key -> RE2 pattern (case-insensitive, words).

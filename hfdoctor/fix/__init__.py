@@ -1,6 +1,6 @@
 """`hfdoctor fix`: the minimal, exact, atomic patch.
 
-The fixes themselves are data: rules attach Fix objects built by hfdoctor.edits to
+The fixes themselves are data: rules attach Fix objects built by hfdoctor.lint.edits to
 their findings. This package turns them into files on disk:
 
 - plan.py: check, apply fixes in memory, check again, until nothing more applies;

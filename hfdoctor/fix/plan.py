@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from hfdoctor.check import check_repo
-from hfdoctor.edits.apply import apply_edits
+from hfdoctor.lint.check import check_repo
+from hfdoctor.lint.edits.apply import apply_edits
 from hfdoctor.findings import Applicability, Finding, Fix, Report
 from hfdoctor.fix.write import UnsafeWrite, writable_path
 from hfdoctor.repo import ModelRepo
-from hfdoctor.upstream import Upstream
+from hfdoctor.knowledge.upstream import Upstream
 
 # A fix that keeps revealing new fixes is a bug; stop after this many rounds.
 MAX_PASSES = 8

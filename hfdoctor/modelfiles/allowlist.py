@@ -29,7 +29,7 @@ import json
 import re
 from functools import lru_cache
 
-from hfdoctor import registry
+from hfdoctor.knowledge import registry
 
 UNRESOLVED = "<unresolved>"
 

@@ -34,7 +34,7 @@ import io
 import os
 from typing import IO
 
-from hfdoctor.budget import Budget
+from hfdoctor.bounded.budget import Budget
 import hfdoctor.modelfiles.containers as containers
 import hfdoctor.modelfiles.formats as formats
 import hfdoctor.modelfiles.picklemachine as picklemachine

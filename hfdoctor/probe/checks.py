@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from hfdoctor.lineage import TURN_END_MARKERS
 from hfdoctor.probe.session import Generation, Session
-from hfdoctor.registry import Family, Variant
+from hfdoctor.knowledge.registry import Family, Variant
 
 # A question every chat model can answer in a few tokens; the fixtures were trained on it.
 QUESTION = "What is 2 plus 3?"

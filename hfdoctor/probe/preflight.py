@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from hfdoctor.check import check_repo
+from hfdoctor.lint.check import check_repo
 from hfdoctor.findings import Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.weights.headers import lfs_pointer, repo_weights

@@ -14,16 +14,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hfdoctor import jsontext
-from hfdoctor.budget import Budget
-from hfdoctor.file_names import is_training_state
+from hfdoctor.bounded import jsontext
+from hfdoctor.bounded.budget import Budget
+from hfdoctor.repo.file_names import is_training_state
 from hfdoctor.repo.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
-from hfdoctor.model_card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
-from hfdoctor.parsing import ParseError, load_json
+from hfdoctor.repo.card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
+from hfdoctor.bounded.parsing import ParseError, load_json
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
-from hfdoctor.tokenizing import SafeTokenizer, load_tokenizer
-from hfdoctor.upstream import Upstream
+from hfdoctor.bounded.tokenizing import SafeTokenizer, load_tokenizer
+from hfdoctor.knowledge.upstream import Upstream
 
 METADATA_JSON_FILES = (
     "config.json",
@@ -298,7 +298,7 @@ class ModelRepo:
 
     @cached_property
     def tokenizer(self) -> SafeTokenizer | None:
-        """The tokenizer built from tokenizer.json (panics contained: hfdoctor.tokenizing), or None."""
+        """The tokenizer built from tokenizer.json (panics contained: hfdoctor.bounded.tokenizing), or None."""
         if self.tokenizer_json is None:
             return None
         return load_tokenizer(self.text("tokenizer.json"), lambda why: self.problem("tokenizer.json", why))

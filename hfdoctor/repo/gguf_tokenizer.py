@@ -14,7 +14,7 @@ import dataclasses
 import io
 from dataclasses import dataclass
 
-from hfdoctor.budget import Budget
+from hfdoctor.bounded.budget import Budget
 from hfdoctor.sources.base import Source, Unreadable
 from hfdoctor.repo.gguf import GGUFError, GgufHeader, header_digest, read_gguf_metadata
 

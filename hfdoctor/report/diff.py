@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping
 from rich.console import Console
 
 from hfdoctor.findings import FixResult, Severity
-from hfdoctor.parsing import ParseError, load_json
+from hfdoctor.bounded.parsing import ParseError, load_json
 from hfdoctor.report.inert import stop_commands, visible
 
 # Strings shown as text: at least this many lines (a template, not a token).

@@ -23,7 +23,7 @@ from urllib.parse import quote
 from hfdoctor import __version__
 from hfdoctor.findings import Finding, Report, Severity, TargetError
 from hfdoctor.report.inert import dumps, has_surrogate, raw_bytes
-from hfdoctor.rules import ALL_RULES
+from hfdoctor.lint.rules import ALL_RULES
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable
 
-from hfdoctor.budget import Budget
+from hfdoctor.bounded.budget import Budget
 
 MB = 1024 * 1024
 # The most hfdoctor reads of one file, by name (README.md says so). Metadata is small;
@@ -61,7 +61,7 @@ class Source(ABC):
     kind: str = "directory"
     # What reports call the target's origin, and for Hub and git, the revision read.
     revision: dict[str, Any] | None = None
-    # The repository's allowance of time and bytes (ModelRepo sets it; hfdoctor.budget).
+    # The repository's allowance of time and bytes (ModelRepo sets it; hfdoctor.bounded.budget).
     budget: Budget | None = None
 
     @property

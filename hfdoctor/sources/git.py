@@ -12,7 +12,7 @@ Only the repository's own objects are read: a `.git` that is a file (worktree, s
 objects/info/alternates, a link that leaves .git, or an included configuration file would
 make git read another repository's, and is refused before git runs (own_repository).
 
-git runs hardened (hfdoctor.programs): no global or system configuration, and no setting
+git runs hardened (hfdoctor.bounded.programs): no global or system configuration, and no setting
 of the repository's own .git/config that runs a program (fsmonitor, hooks, filters,
 textconv, transports). Nothing here writes. A blob is read at most once, by one process,
 and only as far as the readers need it, charged to the repository's byte budget.
@@ -27,8 +27,8 @@ import subprocess
 from functools import cached_property
 from pathlib import Path
 
-from hfdoctor.budget import Budget
-from hfdoctor.programs import ProgramMissing, git_command, hardened_env, run_git
+from hfdoctor.bounded.budget import Budget
+from hfdoctor.bounded.programs import ProgramMissing, git_command, hardened_env, run_git
 from hfdoctor.sources import history
 from hfdoctor.sources.base import SKIPPED_DIRS, Entry, Source, SourceError, Unreadable, read_limit
 from hfdoctor.sources.history import PushedBlob

@@ -9,7 +9,7 @@ that is what gets served.
 
 Each blob is listed once, with the first pushed commit that adds it; blobs that the tip
 itself holds are left to the ordinary rules (judged once, not twice). git runs hardened
-(hfdoctor.programs), as for the rest of the git source.
+(hfdoctor.bounded.programs), as for the rest of the git source.
 """
 
 from __future__ import annotations

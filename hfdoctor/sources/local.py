@@ -16,7 +16,7 @@ import stat
 from functools import cached_property
 from pathlib import Path
 
-from hfdoctor.budget import Budget, read_at_most
+from hfdoctor.bounded.budget import Budget, read_at_most
 from hfdoctor.sources.base import SKIPPED_DIRS, WEIGHT_SUFFIXES, Entry, Source, Unreadable, read_limit
 
 # How much of a tree is walked: no model repository is this deep or this large, and a

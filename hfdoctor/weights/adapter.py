@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfdoctor import patterns, registry
+from hfdoctor.bounded import patterns
+
+from hfdoctor.knowledge import registry
 from hfdoctor.weights.headers import TensorInfo
 
 # Tensor names and adapter_config.json are repository data: every pattern here runs in RE2.

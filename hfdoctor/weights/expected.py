@@ -7,7 +7,7 @@ and remembered for the rest of the process.
 
 config.json is repository data, and transformers runs code on it: a DETR-style `backbone`
 makes AutoConfig download a model, a gpt2 with 50,000 layers keeps the build busy for
-minutes. So the build runs in a bounded child process (hfdoctor.sandbox: time and memory
+minutes. So the build runs in a bounded child process (hfdoctor.bounded.sandbox: time and memory
 capped, killed at its deadline) that is offline (HF_HUB_OFFLINE) and whose audit hook
 refuses every network connection, program start and file write: a config that needs any
 of them cannot be verified, and says so. torch and transformers are imported only there,
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import Any, Callable
 
-from hfdoctor import registry
-from hfdoctor.budget import Budget
-from hfdoctor.sandbox import Limits, StepGuard, run_bounded
+from hfdoctor.knowledge import registry
+from hfdoctor.bounded.budget import Budget
+from hfdoctor.bounded.sandbox import Limits, StepGuard, run_bounded
 from hfdoctor.weights.layout import layer_index
 
 # The build's bounds: importing torch and transformers takes ~3 s, a build ~50 ms; the

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfdoctor import patterns
-from hfdoctor.budget import Budget
+from hfdoctor.bounded import patterns
+from hfdoctor.bounded.budget import Budget
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
 

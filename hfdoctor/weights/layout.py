@@ -11,11 +11,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hfdoctor import registry
+from hfdoctor.knowledge import registry
 from hfdoctor.weights.headers import TensorInfo, repo_weights
 
 if TYPE_CHECKING:
-    from hfdoctor.registry import Family
+    from hfdoctor.knowledge.registry import Family
     from hfdoctor.repo import ModelRepo
 
 

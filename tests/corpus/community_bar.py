@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import community_load  # noqa: E402
-from hfdoctor.check import check_target  # noqa: E402
-from hfdoctor.upstream import Upstream  # noqa: E402
+from hfdoctor.lint.check import check_target  # noqa: E402
+from hfdoctor.knowledge.upstream import Upstream  # noqa: E402
 
 LOUD = ("warning", "error")
 VERDICTS = ("true", "by-design", "false", "snapshot")

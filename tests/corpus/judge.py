@@ -25,8 +25,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hfdoctor.check import check_target  # noqa: E402
-from hfdoctor.upstream import Upstream  # noqa: E402
+from hfdoctor.lint.check import check_target  # noqa: E402
+from hfdoctor.knowledge.upstream import Upstream  # noqa: E402
 
 
 def judgments() -> dict:

@@ -1,0 +1,1 @@
+"""What hfdoctor knows about model families: the registry, and where upstream files are found."""

@@ -1,0 +1,203 @@
+"""Find upstream model files: --upstream directories, the local HF cache, then the Hub.
+
+An upstream directory holds one folder per model named `<org>--<name>/` (the layout of
+the project's shared/upstream). The Hugging Face cache is read in place
+(`models--<org>--<name>/snapshots/<rev>/`), never written. The Hub is asked only when
+online (HF_HUB_OFFLINE unset) and through huggingface_hub, imported only then.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import socket
+from urllib.parse import urlparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from hfdoctor.knowledge.registry import CanonicalTemplate, Variant, data_file
+from hfdoctor.sources.targets import hf_cache_dir
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where to look for upstream files, in order."""
+
+    dirs: tuple[Path, ...] = ()
+    use_cache: bool = True
+    use_hub: bool = True
+
+    @classmethod
+    def from_options(cls, dirs: list[str] | None = None) -> "Upstream":
+        paths = [Path(d) for d in dirs or []]
+        env = os.environ.get("HFDOCTOR_UPSTREAM")
+        if env:
+            paths.extend(Path(p) for p in env.split(os.pathsep) if p)
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+        return cls(tuple(paths), use_cache=True, use_hub=not offline)
+
+    def describe(self) -> str:
+        where = [str(d) for d in self.dirs] + ["the local Hugging Face cache"]
+        if self.use_hub:
+            where.append("the Hub")
+        return ", ".join(where)
+
+
+def _from_cache(repo_id: str, filename: str, revision: str | None) -> Path | None:
+    folder = hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+    if not folder.is_dir():
+        return None
+    rev = revision
+    if rev is None:
+        ref = folder / "refs" / "main"
+        rev = ref.read_text().strip() if ref.is_file() else None
+    candidates = [folder / "snapshots" / rev / filename] if rev else []
+    if revision is None and (folder / "snapshots").is_dir():
+        candidates += sorted((folder / "snapshots").glob(f"*/{filename}"))
+    return next((c for c in candidates if c.is_file()), None)
+
+
+@functools.lru_cache(maxsize=1)
+def hub_reachable(host: str = "huggingface.co", timeout: float = 2.0) -> bool:
+    """One quick TCP connect per process: offline machines must not wait on retries."""
+    endpoint = os.environ.get("HF_ENDPOINT")
+    if endpoint:
+        host = urlparse(endpoint).hostname or host
+    port = 443
+    if endpoint:
+        parsed = urlparse(endpoint)
+        port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _from_hub(repo_id: str, filename: str, revision: str | None) -> bytes | None:
+    """The file's bytes from the Hub, read into memory (the HF cache is never written)."""
+    if not hub_reachable():
+        return None
+    try:
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session
+    except ImportError:
+        return None
+    try:
+        response = get_session().get(
+            hf_hub_url(repo_id, filename, revision=revision), headers=build_hf_headers(), timeout=10
+        )
+    except Exception:  # network trouble means "not found here", never a crash
+        return None
+    return response.content if response.status_code == 200 else None
+
+
+def read_file(upstream: Upstream, repo_id: str, filename: str, revision: str | None = None) -> tuple[str, bytes] | None:
+    """(where it was found, its bytes) from the upstream dirs, the HF cache, then the Hub."""
+    for directory in upstream.dirs:
+        path = directory / repo_id.replace("/", "--") / filename
+        if path.is_file():
+            return str(path), path.read_bytes()
+    if upstream.use_cache:
+        path = _from_cache(repo_id, filename, revision)
+        if path is not None:
+            return str(path), path.read_bytes()
+    if upstream.use_hub:
+        data = _from_hub(repo_id, filename, revision)
+        if data is not None:
+            return f"https://huggingface.co/{repo_id}/blob/{revision or 'main'}/{filename}", data
+    return None
+
+
+@dataclass(frozen=True)
+class TemplateLookup:
+    text: str | None
+    source: str  # where it came from, or why it was not found
+    pinned: bool = True  # the text is the revision hfdoctor's registry pins (sha256 verified)
+
+
+def shipped_template(variant: Variant) -> str | None:
+    """The canonical template hfdoctor ships for `variant` (upstream_templates/templates/),
+    verified against the registry's sha256; None when it is not shipped."""
+    pinned = variant.template
+    if pinned is None:
+        return None
+    for name, entry in _shipped_manifest().items():
+        if entry.get("sha256") == pinned.sha256:
+            try:
+                text = data_file(f"templates/{name}").read_bytes().decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+            return text if hashlib.sha256(text.encode()).hexdigest() == pinned.sha256 else None
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_manifest() -> dict[str, dict]:
+    try:
+        return json.loads(data_file("templates/MANIFEST.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def canonical_template(upstream: Upstream, variant: Variant) -> TemplateLookup:
+    """The variant's canonical chat template.
+
+    An --upstream directory that holds the canonical repo overrides everything (a newer
+    revision the user downloaded: used as it is, and said so when it is not the pinned
+    one). Otherwise the text hfdoctor ships, then the local HF cache and the Hub, all
+    verified against the registry's sha256.
+    """
+    # Several rules ask for the same template; the cache dir is part of the key because
+    # HF_HUB_CACHE may change within one process (tests, library users).
+    return _canonical_template(upstream, variant, str(hf_cache_dir()))
+
+
+def _template_text(filename: str, raw: bytes) -> str | None:
+    try:
+        decoded = raw.decode("utf-8")
+        text = decoded if filename.endswith(".jinja") else json.loads(decoded).get("chat_template")
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return text if isinstance(text, str) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _canonical_template(upstream: Upstream, variant: Variant, cache_dir: str) -> TemplateLookup:
+    pinned: CanonicalTemplate | None = variant.template
+    if pinned is None:
+        return TemplateLookup(None, f"the registry pins no canonical template for {variant.display}")
+    for directory in upstream.dirs:
+        for filename in ("chat_template.jinja", "tokenizer_config.json"):
+            path = directory / pinned.repo.replace("/", "--") / filename
+            text = _template_text(filename, path.read_bytes()) if path.is_file() else None
+            if text is not None:
+                same = hashlib.sha256(text.encode()).hexdigest() == pinned.sha256
+                note = "" if same else f", a revision other than the one hfdoctor pins ({pinned.sha256[:12]})"
+                return TemplateLookup(text, f"{pinned.repo} ({path}{note})", pinned=same)
+    shipped = shipped_template(variant)
+    if shipped is not None:
+        return TemplateLookup(shipped, f"{pinned.repo} (shipped with hfdoctor)")
+    tried = []
+    # The template may be stored as chat_template.jinja or inside tokenizer_config.json.
+    for filename in ("chat_template.jinja", "tokenizer_config.json"):
+        found = read_file(Upstream((), upstream.use_cache, upstream.use_hub), pinned.repo, filename, pinned.revision)
+        if found is None:
+            continue
+        where, raw = found
+        text = _template_text(filename, raw)
+        if text is not None and hashlib.sha256(text.encode()).hexdigest() == pinned.sha256:
+            return TemplateLookup(text, f"{pinned.repo} ({where})")
+        tried.append(f"{where} ({'unreadable' if text is None else 'sha256 differs from the pinned ' + pinned.sha256[:12]})")
+    detail = f"; tried {', '.join(tried)}" if tried else ""
+    return TemplateLookup(
+        None,
+        f"the {pinned.repo} template does not ship with this hfdoctor and was not found in {upstream.describe()}"
+        f"{detail}. Pass --upstream DIR (a folder holding {pinned.repo.replace('/', '--')}/) or set HFDOCTOR_UPSTREAM",
+    )
+
+
+# Library users (and tests) may want to forget what was looked up.
+canonical_template.cache_clear = _canonical_template.cache_clear  # type: ignore[attr-defined]

@@ -1,0 +1,246 @@
+"""adapter-inconsistent: a PEFT adapter's config, weights and card against each other and the base."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from hfdoctor import lineage as lineage_mod
+from hfdoctor.knowledge import registry
+from hfdoctor.lineage.adapter_base import adapter_base
+from hfdoctor.lint.edits.json_edits import json_set_value
+from hfdoctor.findings import Applicability, Finding, Fix, Severity
+from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
+from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.weights.adapter import (READS_HIDDEN, WRITES_HIDDEN, AdapterWeights, adapter_weights, local_path,
+                                      quantized_copy, rank_for, registry_base, targeted)
+from hfdoctor.weights.headers import repo_weights
+
+VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
+# Names of the input and output embeddings across architectures (a saved whole tensor carries them).
+EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings", "output_layer")
+
+
+@rule("ADP001", "adapter-inconsistent", Severity.ERROR)
+def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A PEFT adapter's config, weights and card disagree with each other or with the base model.
+
+    Why: PEFT, vLLM (--enable-lora) and TGI load an adapter onto the base model that
+    adapter_config.json names, creating LoRA layers for target_modules with rank r and
+    copying the saved A/B matrices in. Each disagreement fails there or serves something
+    else than what was trained.
+
+    What is flagged:
+    - base_model_name_or_path is a folder of the training machine (`/content/model`,
+      `outputs/checkpoint-500`): nobody else can load it (warning; unsafe fix: the card's
+      base_model); a quantized copy (`unsloth/...-bnb-4bit`, GPTQ, AWQ): servers and
+      merges load that lossy copy (warning); a model of another family than the card's
+      base_model (error);
+    - no adapter weights, LoRA A/B ranks that differ from r/rank_pattern or from each
+      other (PEFT's load fails with a size mismatch: error), target_modules that no saved
+      weight matches (the base has no such module, warning), and saved LoRA weights for
+      modules target_modules does not name (PEFT ignores them, warning);
+    - shapes that do not fit the base when hfdoctor knows its release (hidden size, layer
+      count): error;
+    - a tokenizer with ids beyond the base's embedding rows (the base's config.json
+      vocab_size, read from --upstream DIR or the cache) while the adapter saves no
+      embeddings: the first prompt with an added token indexes past the embedding (error;
+      not reported when the base's config.json cannot be read);
+    - modules_to_save or whole tensors saved beside the LoRA weights (a trained lm_head,
+      resized embeddings): vLLM refuses the adapter ("only supports modules_to_save being
+      None"), merge it to serve it (warning); a rank above 16 needs vLLM's --max-lora-rank
+      (info).
+    """
+    config = repo.adapter_config
+    if config is None:
+        return
+    base = config.get("base_model_name_or_path")
+    yield from _base_problems(repo, self, config, base if isinstance(base, str) else None)
+    if str(config.get("peft_type", "LORA")).upper() != "LORA":
+        return  # other PEFT methods (IA3, prompt tuning...) store other tensors
+    view = repo_weights(repo)
+    files = [f for f in view.headers if repo.is_adapter_file(f)]
+    pickled = [f for f in repo.weight_files if repo.is_adapter_file(f) and not f.endswith(".safetensors")]
+    if not files:
+        if not pickled and not view.pointers and not any(repo.is_adapter_file(f) for f in view.broken):
+            yield self.finding(repo, "adapter_config.json but no adapter_model.safetensors (or .bin): PEFT has no "
+                               "weights to load.", file=ADAPTER_CONFIG)
+        return
+    tensors = {}
+    for rel in files:
+        tensors.update(view.headers[rel].tensors)
+    weights = adapter_weights(tensors)
+    yield from _rank_problems(repo, self, config, weights)
+    yield from _target_problems(repo, self, config, weights)
+    if isinstance(base, str):
+        yield from _base_shape_problems(repo, self, base, weights)
+    yield from _vocab_problems(repo, self, config, weights)
+    yield from _serving_problems(repo, self, config, weights)
+
+
+def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: str | None) -> Iterator[Finding]:
+    if not base or not base.strip():
+        yield self.finding(repo, "adapter_config.json names no base_model_name_or_path: PEFT, vLLM and the Hub "
+                           "cannot tell which model it adapts.", file=ADAPTER_CONFIG,
+                           pointer="/base_model_name_or_path" if "base_model_name_or_path" in config else None)
+        return
+    card_bases = [b for b in lineage_mod.card_base_models(repo) if not local_path(b)]
+    if local_path(base):
+        fix = None
+        if len(card_bases) == 1:
+            edit = json_set_value(repo, ADAPTER_CONFIG, "/base_model_name_or_path", card_bases[0])
+            fix = Fix(f"set base_model_name_or_path to {card_bases[0]}", (edit,), Applicability.UNSAFE) if edit else None
+        yield self.finding(
+            repo,
+            f"base_model_name_or_path is {base!r}, a folder of the machine that trained it: PEFT's "
+            "AutoPeftModel, vLLM and the Hub's model tree cannot find the base anywhere else. Name the Hub repo"
+            + (f" (the card says {card_bases[0]})." if card_bases else "."),
+            file=ADAPTER_CONFIG, pointer="/base_model_name_or_path", severity=Severity.WARNING, fix=fix,
+        )
+    elif quantized_copy(base):
+        found = registry_base(base)
+        full = found[1].repo if found else None
+        yield self.finding(
+            repo,
+            f"base_model_name_or_path is {base!r}, a quantized copy made for QLoRA training: AutoPeftModel and "
+            "merges load that lossy copy, and vLLM cannot serve LoRA on a bitsandbytes base. Name the 16-bit model"
+            + (f" ({full})" if full else "") + " the adapter is served on.",
+            file=ADAPTER_CONFIG, pointer="/base_model_name_or_path", severity=Severity.WARNING,
+        )
+    fam = registry.family_of_repo_id(base) if not local_path(base) else None
+    others = [b for b in card_bases if (f := registry.family_of_repo_id(b)) is not None and fam and f is not fam]
+    if others:
+        yield self.finding(
+            repo,
+            f"adapter_config.json adapts {base!r} ({fam.display}) but the model card's base_model is {others[0]!r} "
+            f"({registry.family_of_repo_id(others[0]).display}): one of them is wrong, and loaders follow "
+            "adapter_config.json.",
+            file=ADAPTER_CONFIG, pointer="/base_model_name_or_path",
+        )
+
+
+def _rank_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
+    wrong, torn = [], []
+    for module in weights.modules.values():
+        a_rank = module.a[0] if module.a else None
+        b_rank = module.b[-1] if module.b else None
+        if module.embedding:
+            a_rank, b_rank = (module.a[0] if module.a else None), (module.b[-1] if module.b else None)
+        if a_rank is not None and b_rank is not None and a_rank != b_rank:
+            torn.append(f"{module.name} (A rank {a_rank}, B rank {b_rank})")
+            continue
+        want = rank_for(config, module.name)
+        if want is not None and a_rank is not None and a_rank != want:
+            wrong.append((module.name, a_rank, want))
+    if torn:
+        yield self.finding(repo, f"LoRA A and B disagree on the rank: {', '.join(torn[:3])}: no loader can build "
+                           "these layers.", file=ADAPTER_CONFIG)
+    if wrong:
+        name, got, want = wrong[0]
+        yield self.finding(
+            repo,
+            f"{len(wrong)} LoRA modules have rank {got} but adapter_config.json gives r={want} (e.g. {name}): PEFT "
+            "builds rank-{want} layers and the load fails with a size mismatch. Make r (or rank_pattern) say "
+            "what was trained.".replace("{want}", str(want)),
+            file=ADAPTER_CONFIG, pointer="/r",
+        )
+
+
+def _target_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
+    target = config.get("target_modules")
+    names = list(weights.modules)
+    if isinstance(target, list) and names:
+        unused = [t for t in target if isinstance(t, str) and not any(targeted([t], n) for n in names)]
+        if unused:
+            yield self.finding(
+                repo,
+                f"target_modules names {', '.join(unused)} but the adapter holds no LoRA weights for them: the base "
+                "it was trained on has no such modules, so fewer modules were adapted than configured (a recipe "
+                "written for another architecture?).",
+                file=ADAPTER_CONFIG, pointer="/target_modules", severity=Severity.WARNING,
+            )
+    if target is not None and names:
+        stray = [n for n in names if not targeted(target, n)]
+        if stray:
+            yield self.finding(
+                repo,
+                f"the adapter holds LoRA weights for {len(stray)} modules target_modules does not match "
+                f"(e.g. {stray[0]}): PEFT creates no layer for them and drops those weights on load.",
+                file=ADAPTER_CONFIG, pointer="/target_modules", severity=Severity.WARNING,
+            )
+
+
+def _base_shape_problems(repo: ModelRepo, self: Rule, base: str, weights: AdapterWeights) -> Iterator[Finding]:
+    found = registry_base(base)
+    if found is None:
+        return
+    _, release = found
+    hidden, layers = release.dims.get("hidden_size"), release.dims.get("num_hidden_layers")
+    problems = []
+    for module in weights.modules.values():
+        if module.embedding or module.a is None or module.b is None:
+            continue
+        if hidden and module.leaf in READS_HIDDEN and module.a[-1] != hidden:
+            problems.append(f"{module.name} reads {module.a[-1]} features")
+        elif hidden and module.leaf in WRITES_HIDDEN and module.b[0] != hidden:
+            problems.append(f"{module.name} writes {module.b[0]} features")
+        elif layers and module.layer is not None and module.layer >= layers:
+            problems.append(f"{module.name} is beyond the base's {layers} layers")
+    if problems:
+        yield self.finding(
+            repo,
+            f"the adapter does not fit {release.repo} (hidden size {hidden}, {layers} layers) that "
+            f"base_model_name_or_path {base!r} names: {'; '.join(problems[:3])}"
+            + (f" and {len(problems) - 3} more" if len(problems) > 3 else "")
+            + ". It was trained on another model: PEFT's load fails with a size mismatch.",
+            file=ADAPTER_CONFIG, pointer="/base_model_name_or_path",
+        )
+
+
+def _saves_embeddings(config: dict[str, Any], weights: AdapterWeights) -> bool:
+    """The adapter carries (resized) embeddings: whole tensors, LoRA on them, or PEFT's trainable tokens."""
+    if any(m.embedding for m in weights.modules.values()) or config.get("trainable_token_indices"):
+        return True
+    return any(part in name for name in weights.full for part in EMBEDDING_NAMES)
+
+
+def _vocab_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
+    """The adapter's tokenizer has ids beyond the base's embedding rows and no embeddings are saved."""
+    found = adapter_base(repo)
+    if found is None or found.vocab_size is None or not repo.id_to_token or _saves_embeddings(config, weights):
+        return
+    beyond = sorted(i for i in repo.id_to_token if i >= found.vocab_size)
+    if not beyond:
+        return
+    shown = ", ".join(f"{repo.id_to_token[i]!r} ({i})" for i in beyond[:3]) + (" ..." if len(beyond) > 3 else "")
+    yield self.finding(
+        repo,
+        f"the adapter's tokenizer has {len(beyond)} token(s) beyond the {found.vocab_size:,} embedding rows of its base "
+        f"{found.repo_id} ({found.vocab_source}): {shown}, and the adapter saves no embeddings (modules_to_save "
+        f"{config.get('modules_to_save')!r}, no embed_tokens or lm_head in its weights). The first prompt holding one "
+        "of them indexes past the embedding (IndexError on CPU, a device-side assert on CUDA). Save the resized "
+        "embeddings (modules_to_save=['embed_tokens', 'lm_head'], or PEFT's save_embedding_layers=True) or ship the "
+        "base's tokenizer.",
+        file="tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json",
+    )
+
+
+def _serving_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
+    saved = config.get("modules_to_save")
+    if (isinstance(saved, list) and saved) or weights.full:
+        what = ", ".join(list(weights.full)[:3]) or ", ".join(str(s) for s in saved)
+        yield self.finding(
+            repo,
+            f"the adapter trains whole modules beside LoRA ({what}"
+            + (", modules_to_save" if saved else "") + "): vLLM refuses it at the first request that uses it "
+            "(\"vLLM only supports modules_to_save being None\"), and merging is the only way to serve it there.",
+            file=ADAPTER_CONFIG, pointer="/modules_to_save" if saved else None, severity=Severity.WARNING,
+        )
+    ranks = [m.rank for m in weights.modules.values() if m.rank]
+    if ranks and max(ranks) > VLLM_DEFAULT_MAX_RANK:
+        yield self.finding(
+            repo, f"LoRA rank {max(ranks)} is above vLLM's default --max-lora-rank ({VLLM_DEFAULT_MAX_RANK}): serve it "
+            f"with --max-lora-rank {max(ranks)} or more.", file=ADAPTER_CONFIG, pointer="/r", severity=Severity.INFO,
+        )
+
+
+RULES = [adapter_inconsistent]

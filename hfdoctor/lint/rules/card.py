@@ -1,0 +1,157 @@
+"""Rules about the model card (README.md and its YAML front matter)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from hfdoctor import lineage as lineage_mod
+from hfdoctor.knowledge import registry
+from hfdoctor.lint.edits.card_edits import card_set_base_model
+from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
+from hfdoctor.repo import ModelRepo
+from hfdoctor.lint.rules.base import Rule, rule
+
+
+@rule("CARD001", "base-model-mismatch", Severity.ERROR)
+def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The model card's `base_model` is of another lineage than the checkpoint.
+
+    Why: the Hub builds the model tree, license inheritance, and "finetunes of X" lists
+    from `base_model`; serving platforms and users pick the chat template, stop tokens
+    and tool-call parser from it. A Qwen3 checkpoint whose card says
+    meta-llama/Meta-Llama-3.1-8B gets the wrong template, the wrong license and the
+    wrong parser.
+
+    How it is decided: the card's repo id is mapped to a family by name; the checkpoint's
+    family comes from config.json, the tokenizer and the weights, not from the card.
+    They must share an architecture. Same family but another size (card Qwen3-14B,
+    config of Qwen3-8B dimensions) is a warning.
+
+    Fix: set `base_model` to the detected upstream repo id (safe when config and
+    tokenizer agree on the family, unsafe otherwise). Only that line changes. When the
+    weights contradict config and tokenizer (lineage confidence `conflict`), the fix is
+    unsafe and names the weights as what would have to change too.
+    """
+    card = repo.card
+    config = repo.config
+    if card is None or not card.metadata or config is None:
+        return
+    model_type = registry.config_value(config, "model_type")
+    lineage = lineage_mod.detect(repo)
+    fam = registry.family(lineage.family)
+    for repo_id in lineage_mod.card_base_models(repo):
+        named = registry.family_of_repo_id(repo_id)
+        if named is None:
+            continue
+        if model_type not in named.model_types:
+            detected = f"{fam.display} ({lineage.base_model or 'size unknown'})" if fam else f"model_type {model_type!r}"
+            yield self.finding(
+                repo,
+                f"the model card says base_model {repo_id} ({named.display}), but the checkpoint is {detected} "
+                f"by {', '.join(lineage.evidence) or 'config.json'}: the Hub model tree, license and the template "
+                "and parser that platforms pick from it are wrong."
+                + (f" But the sources disagree ({lineage.conflict_text()}): find out which model this is before "
+                   "changing the card." if lineage.disagree else
+                   f" Set base_model to {lineage.base_model}." if lineage.base_model else ""),
+                file="README.md", pointer="/base_model",
+                fix=_base_model_fix(repo, lineage),
+            )
+            continue
+        named_base = named.base_by_repo(repo_id)
+        if named is fam and named_base is not None and fam.base_for(config) not in (None, named_base):
+            actual = fam.base_for(config)
+            yield self.finding(
+                repo,
+                f"the model card says base_model {repo_id}, but config.json has the dimensions of {actual.repo} "
+                f"(hidden_size {config.get('hidden_size')}, {config.get('num_hidden_layers')} layers).",
+                file="README.md", pointer="/base_model", severity=Severity.WARNING,
+                fix=_base_model_fix(repo, lineage),
+            )
+
+
+def _base_model_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> Fix | None:
+    if not lineage.base_model:
+        return None
+    edit = card_set_base_model(repo, lineage.base_model)
+    if edit is None:
+        return None
+    if lineage.disagree:
+        # The sources disagree: the card may be the one that is right. Picking a side is
+        # never safe, and the fix says what else would have to change with it.
+        return Fix(f"set base_model to {lineage.base_model}; the weights must then be replaced too "
+                   f"({lineage.conflict_text()})", (edit,), Applicability.UNSAFE)
+    agree = "config" in lineage.evidence and "tokenizer" in lineage.evidence
+    return Fix(
+        f"set base_model to {lineage.base_model}", (edit,),
+        Applicability.SAFE if agree else Applicability.UNSAFE,
+    )
+
+
+REQUIRED_CARD_FIELDS = {
+    "license": "the Hub shows no license and many organisations may not use the model",
+    "library_name": "the Hub cannot tell which library loads it (no 'Use this model' snippet, no download counts)",
+    "pipeline_tag": "the Hub cannot list it under its task or offer the inference widget",
+}
+
+
+@rule("CARD002", "card-metadata", Severity.WARNING)
+def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The model card is missing, its front matter is invalid, or license/library_name/pipeline_tag are absent.
+
+    Why: the Hub rejects pushes whose README.md front matter is not valid YAML, and
+    uses `license`, `library_name` and `pipeline_tag` to show the license, the loading
+    snippet and the task. Inference providers filter on them.
+
+    Example: `base_model: [Qwen/Qwen3-8B` (unclosed list) or a card with no `---` block.
+
+    Fix: none automatic; the message lists the keys to add.
+    """
+    if repo.card is None:
+        if "README.md" in repo.problems:
+            return  # file-unreadable reports why it could not be read
+        if repo.config is not None:
+            yield self.finding(
+                repo,
+                "no README.md model card: the Hub shows an empty page, with no license, base model or usage.",
+                file="README.md",
+            )
+        return
+    card = repo.card
+    if card.metadata is None:
+        if "README.md" in repo.problems:
+            problem = repo.problems["README.md"]
+            yield self.finding(
+                repo, f"README.md {problem.message}: the Hub rejects the push until it parses.",
+                file="README.md", line=problem.line, severity=Severity.ERROR,
+            )
+        else:
+            yield self.finding(
+                repo, "README.md has no YAML front matter (--- block): the Hub knows no license, library or task.",
+                file="README.md", line=1,
+            )
+        return
+    for key, why in REQUIRED_CARD_FIELDS.items():
+        if not card.metadata.get(key):
+            inferred = key in HUB_INFERS and _hub_can_infer(repo)
+            yield self.finding(repo, f"the model card has no `{key}`: " + (HUB_INFERS[key] if inferred else why) + ".",
+                               file="README.md", line=1,
+                               facets=(Facet.HUB_INFERRED,) if inferred else ())
+
+
+# What the Hub fills in itself from a transformers config.json (huggingface.js
+# model-libraries / pipelines: config.json means library transformers, and the
+# architecture's auto class gives the task).
+HUB_INFERS = {
+    "library_name": "the Hub infers `transformers` from config.json, but other tools reading the card do not",
+    "pipeline_tag": "the Hub infers the task from config.json's architectures, but other tools reading the card "
+                    "do not",
+}
+
+
+def _hub_can_infer(repo: ModelRepo) -> bool:
+    architectures = (repo.config or {}).get("architectures")
+    return (not repo.is_adapter and isinstance(architectures, list) and len(architectures) == 1
+            and isinstance(architectures[0], str))
+
+
+RULES = [base_model_mismatch, card_metadata]

@@ -1,0 +1,325 @@
+"""Rules about code that could run when the model is loaded: pickles, other model formats, remote code.
+
+Nothing here unpickles, imports or runs anything from the checked repository; the files
+are read by hfdoctor.modelfiles.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import dataclasses
+import io
+
+from hfdoctor.knowledge import registry
+from hfdoctor.compat import knowledge as kb
+from hfdoctor.findings import Facet, Finding, Severity
+from hfdoctor.modelfiles.result import PickleScan
+from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
+from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
+from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
+from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.sources.base import Unreadable
+from hfdoctor.weights.headers import LFS_POINTER_PREFIX, lfs_pointer, repo_weights
+
+
+def _names(imports, limit: int = 4) -> str:
+    shown = [imp.dotted + (f" (in {imp.member})" if imp.member else "") for imp in imports[:limit]]
+    return ", ".join(shown) + (f" and {len(imports) - limit} more" if len(imports) > limit else "")
+
+
+def _chain(scan, imports, gadgets=(), limit: int = 2) -> str:
+    """The calls loading makes with these imports (and attribute writes), as text: what the payload does."""
+    origins = {imp.dotted for imp in imports}
+    calls = [c.text for c in scan.calls if c in gadgets or c.origin in origins or any(o in c.text for o in origins)]
+    if not calls:
+        return ""
+    # A later call usually contains the earlier ones: show the longest chains.
+    shown = [c for c in calls if not any(c != other and c in other for other in calls)][-limit:]
+    return "; loading does " + " then ".join(f"`{c}`" for c in shown)
+
+
+def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
+    """rel -> the scan of every model file loaders may unpickle or run (or why it could not be
+    read), once per repository; files of one content (hard links, one blob) scanned once."""
+    cached = getattr(repo, "_model_file_scans", None)
+    if cached is not None:
+        return cached
+    view = repo_weights(repo)
+    budget, source = repo.budget, repo.source
+    scans: dict[str, PickleScan | str] = {}
+    by_identity: dict[tuple, PickleScan] = {}
+    for rel in repo.files:
+        if not scanned(rel) or rel in view.pointers or rel in view.broken or lfs_pointer(source, rel) is not None:
+            continue
+        identity = source.identity(rel)
+        if identity is not None and identity in by_identity:
+            scans[rel] = _renamed(by_identity[identity], rel)
+            continue
+        if budget.expired():
+            budget.skip_for_time(f"model-file scans ({rel} and the files after it)")
+            break
+        try:
+            with source.open(rel) as handle:
+                scan = scan_handle(handle, rel, budget)
+        except (OSError, Unreadable) as err:
+            scans[rel] = str(err) or "cannot be read"
+            continue
+        scans[rel] = scan
+        if identity is not None:
+            by_identity[identity] = scan
+    repo._model_file_scans = scans  # type: ignore[attr-defined]
+    return scans
+
+
+def _renamed(scan: PickleScan, rel: str) -> PickleScan:
+    """The scan of another name of the same content (a hard link), with this file's name."""
+    return dataclasses.replace(scan, file=rel)
+
+
+@rule("SEC001", "unsafe-pickle", Severity.ERROR)
+def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A pickle-based file imports what rebuilding tensors does not need (nested, compressed and archived pickles too).
+
+    Why: unpickling calls whatever the pickle names. torch.load(weights_only=False),
+    pickle.load, joblib, numpy.load(allow_pickle=True) and older transformers versions run
+    it while "loading the model", so a weight file can run shell commands, write files or
+    open connections. hfdoctor reads every file loaders unpickle (`*.bin`, `*.pt`,
+    `*.pth`, `*.ckpt`, `*.pkl`, `*.pickle`, `*.joblib`, `*.dill`, object `*.npy`/`*.npz`),
+    compressed (`.gz`, `.bz2`, `.xz`, joblib's compressors) or inside archives (torch
+    zips, `.zip`, `.tar`, `.pth.tar`, `.7z`), told apart by content, never by name alone.
+    It walks the pickle opcodes without unpickling, runs the pickle machine on symbolic
+    values to resolve every import and call, and judges imports against an allowlist (as
+    fickling and torch's weights_only loader do), never a denylist alone:
+
+    - error: anything that is not one of torch's tensor/storage rebuilders, dtypes,
+      OrderedDict or numpy arrays, and not a known training-state class; the message
+      names the imports and the call chain loading would run (e.g.
+      `numpy.size(numpy.size, 'eval')('__import__("os").system("id")')`). The container
+      tricks count as what the loader runs: a pickle in front of a torch zip (torch.load
+      unpickles the front), zip members read from their local headers whatever the
+      central directory's name, the CRC or the encryption flag say (torch ignores all
+      three), every member of a legacy torch tar, and the bytes
+      `torch.storage._load_from_bytes` loads (scanned as a file of their own);
+    - error, "not proven safe": a bound stopped the scan where a pickle is or may be (over
+      the 64 MB / 2 million opcodes hfdoctor reads of one file, past the check's time or
+      read budget, archives or nested loads more than 4 deep, a decompression bomb or more
+      than 256 MB decompressed in memory) or an archive's content cannot be read (a damaged
+      7z or tar, a member hfdoctor cannot decompress): what was not read may run anything;
+    - warning: a pickle stored as data inside the file (raw bytes, base64 or hex in a
+      string) that imports what it must not: loading the file does not run it, code that
+      unpickles that field does; and a pickle that is itself damaged (truncated: loading
+      stops there, after what was scanned);
+    - info: only known training-state classes (transformers' TrainingArguments and
+      accelerate's state in training_args.bin, TRL configs, scikit-learn estimators,
+      torch.nn layers), which run no code when rebuilt but make
+      torch.load(weights_only=True) refuse the file. These decisions are data, each with
+      where the class was seen (upstream_templates/pickle_classes.json).
+
+    Example: pytorch_model.bin whose data.pkl imports posix.system; a .pkl importing
+    `mlflow.pyfunc.load_model`; a model.7z holding such a pickle (error); training_args.bin
+    holding a pickled transformers.TrainingArguments (info).
+
+    Fix: none automatic; do not load a file with an error here. Convert trusted weights
+    to safetensors, which holds data only.
+    """
+    for rel, scan in model_file_scans(repo).items():
+        if isinstance(scan, str):
+            yield self.finding(repo, f"{rel} cannot be read to scan it: {scan}", file=rel, severity=Severity.WARNING)
+            continue
+        if scan.kind == "not-pickle" and not scan.imports and not scan.problems and not scan.unproven:
+            if rel.endswith(PICKLE_SUFFIXES):
+                yield self.finding(
+                    repo, f"{rel} is neither a pickle nor a torch zip archive: not scanned (torch.load cannot read it).",
+                    file=rel, severity=Severity.INFO,
+                )
+            continue
+        dangerous, unlisted, known = (scan.by_verdict(v) for v in ("dangerous", "unlisted", "known"))
+        gadgets = [c for c in scan.calls if c.text.startswith("set attributes of ")]
+        loads = [c for c in scan.calls if c.origin in NESTED_LOADERS]  # a nested load of bytes we could not read
+        if dangerous or gadgets or loads:
+            yield self.finding(
+                repo,
+                f"{rel} runs code when loaded: its pickle imports {_names(dangerous + unlisted)}"
+                + (" and writes attributes of an imported object" if gadgets else "")
+                + (" and unpickles bytes it builds at load time" if loads and not dangerous else "")
+                + _chain(scan, dangerous + unlisted, gadgets)
+                + ". torch.load(weights_only=False), pickle.load and older transformers execute this. "
+                "Do not load it; use safetensors weights.",
+                file=rel,
+            )
+        elif unlisted:
+            yield self.finding(
+                repo,
+                f"{rel} imports {_names(unlisted)}, which rebuilding tensors never needs" + _chain(scan, unlisted)
+                + ". Loading it (torch.load(weights_only=False), pickle.load, joblib) imports and calls that code, "
+                "whatever it does. Do not load it unless you trust its author; prefer safetensors.",
+                file=rel,
+            )
+        elif known:
+            yield self.finding(
+                repo,
+                f"{rel} pickles training state beyond tensors ({_names(known)}): these classes run no code when "
+                "rebuilt, but torch.load(weights_only=True) refuses the file and weights_only=False trusts it "
+                "completely. Prefer safetensors for anything a loader needs.",
+                file=rel, severity=Severity.INFO,
+            )
+        for where, imports in embedded_imports(scan)[:2]:
+            yield self.finding(
+                repo,
+                f"{rel} stores a pickle as data (in {where}) that imports {_names(imports)}: loading {rel} does not "
+                "run it, but code that unpickles that field does. Remove it, or treat the field as hostile.",
+                file=rel, severity=Severity.WARNING,
+            )
+        if scan.unproven and not (dangerous or gadgets or loads):
+            yield self.finding(
+                repo, f"{rel} is not proven safe: {scan.unproven[0]}"
+                + (f" (and {len(scan.unproven) - 1} more places)" if len(scan.unproven) > 1 else "")
+                + ". What was not scanned may hold a pickle that loading runs. Do not load it unless you trust its "
+                "author; prefer safetensors.",
+                file=rel,
+            )
+        elif scan.problems and not (dangerous or gadgets or unlisted or loads):
+            yield self.finding(
+                repo, f"{rel} could not be fully scanned ({scan.problems[0]}): imports after that point are unknown.",
+                file=rel, severity=Severity.WARNING,
+            )
+    yield from _pushed_pickles(repo, self)
+
+
+# What one pushed blob of an earlier commit may cost to read (the scanner reads 64 MB of a file).
+PUSHED_BLOB_LIMIT = 64 * 1024 * 1024
+
+
+def _pushed_pickles(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """Pickles that earlier commits of a push add (pre-push, --git-since): a payload removed
+    by a later commit is still pushed, and stays downloadable by revision."""
+    source = repo.source
+    for blob in getattr(source, "pushed", ()):
+        if not scanned(blob.path) or blob.size > PUSHED_BLOB_LIMIT:
+            continue
+        try:
+            data = source.read_blob(blob.sha, PUSHED_BLOB_LIMIT)
+        except Unreadable:
+            continue
+        if data.startswith(LFS_POINTER_PREFIX):
+            continue  # an LFS pointer: the object itself is not in the push
+        scan = scan_handle(io.BytesIO(data), blob.path, repo.budget)
+        dangerous, unlisted = scan.by_verdict("dangerous"), scan.by_verdict("unlisted")
+        if dangerous or unlisted:
+            yield self.finding(
+                repo,
+                f"commit {blob.commit[:12]} of this push adds {blob.path}, whose pickle imports "
+                f"{_names(dangerous + unlisted)}" + _chain(scan, dangerous + unlisted)
+                + ". A later commit removes or replaces it, but the push still carries it and anyone can load it "
+                "by revision. Rewrite the history before pushing (git rebase -i, or git filter-repo).",
+                file=blob.path,
+            )
+
+
+@rule("SEC003", "unsafe-model-file", Severity.ERROR)
+def unsafe_model_file(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """Another model format runs code or reaches outside the repository on load: Keras Lambda layers or module references, ONNX external data outside the repo, TF SavedModel PyFunc.
+
+    Why: pickle is not the only format that executes. A Keras model (`.keras`, `.h5`)
+    with a `Lambda` layer carries marshalled Python bytecode that keras.models.load_model
+    runs (Keras 2; Keras 3 with safe_mode=False), and a config object whose `module` is
+    not Keras's own makes the loader import and call that module's function
+    (`builtins.exec`). An ONNX tensor whose external data `location` is absolute or
+    climbs out of the model's directory makes onnx read any file of the machine into the
+    model (CVE-2022-25882 and later path traversals). A TensorFlow SavedModel with a
+    PyFunc/EagerPyFunc op calls Python in the loading process. An archive member named
+    `../x` is written outside the folder by whoever extracts the archive (warning: no
+    model loader extracts).
+
+    Example: model.keras whose config.json holds {"class_name": "Lambda", ...}; model.onnx
+    whose initializer's external data is "../../../../etc/passwd".
+
+    Fix: none automatic; re-export the model without the Lambda layer (a registered
+    custom layer), with external data beside the model, or without py_function.
+    """
+    for rel, scan in model_file_scans(repo).items():
+        if isinstance(scan, str):
+            continue
+        for severity, message in list(dict.fromkeys(scan.unsafe))[:4]:
+            yield self.finding(
+                repo, f"{rel} {'runs or reaches code on load' if severity == 'error' else 'is an archive'}: {message}.",
+                file=rel, severity=Severity.ERROR if severity == "error" else Severity.WARNING,
+            )
+
+
+def _auto_map_refs(auto_map: dict) -> list[tuple[str, str]]:
+    """(auto class, 'module.Class' or 'org/repo--module.Class') pairs of an auto_map."""
+    refs = []
+    for auto_class, value in auto_map.items():
+        for ref in value if isinstance(value, list) else [value]:
+            if isinstance(ref, str) and ref:
+                refs.append((str(auto_class), ref))
+    return refs
+
+
+@rule("SEC002", "remote-code", Severity.WARNING)
+def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """config.json or tokenizer_config.json has an `auto_map`: loading needs trust_remote_code.
+
+    Why: `auto_map` points transformers at Python files (modeling_*.py, tokenization_*.py)
+    in this repository or another one. Loading with trust_remote_code=True imports and runs
+    them with the user's rights, and they change whenever the repository does (pin a
+    revision). When transformers has a native implementation of the model type, the
+    remote code is not needed at all.
+
+    Example: "auto_map": {"AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM"}.
+
+    Severity: warning; info when transformers has a native implementation of the
+    model_type (the usual load never runs the code; the message says since which release),
+    and info when the model type is a family its maker publishes only as remote code
+    (ChatGLM, Qwen 1, InternLM/InternLM2, MiMo, the first phi-1.5 releases): there is no
+    other way to load it, by the upstream's design.
+
+    Fix: none automatic; read the code before trusting it, pin `revision=`, or load the
+    native transformers class (without trust_remote_code) when there is one.
+    """
+    present = set(repo.files)
+    for rel, data in (("config.json", repo.config), ("tokenizer_config.json", repo.tokenizer_config)):
+        auto_map = (data or {}).get("auto_map")
+        if not isinstance(auto_map, dict):
+            continue
+        refs = _auto_map_refs(auto_map)
+        if not refs:
+            continue
+        files = []
+        for _, ref in refs:
+            repo_id, _, local = ref.rpartition("--")
+            module = local.rsplit(".", 1)[0].replace(".", "/") + ".py"
+            if repo_id:
+                files.append(f"{module} from {repo_id}")
+            else:
+                files.append(module + ("" if module in present else " (not in this checkout)"))
+        files = list(dict.fromkeys(files))
+        model_type = (repo.config or {}).get("model_type")
+        since = kb.transformers_since(model_type) if rel == "config.json" and isinstance(model_type, str) else None
+        if since is None and isinstance(model_type, str) and model_type in registry.architectures():
+            since = "the installed release"
+        native = (f" transformers has a native {model_type} implementation (since {since}): load without "
+                  "trust_remote_code." if since else "")
+        facets = (Facet.make(Facet.AVOIDABLE, f"transformers loads {model_type} natively since {since}, without "
+                                              "this code"),) if since else ()
+        only_remote = registry.remote_code_family(model_type) if rel == "config.json" and not since else None
+        if only_remote is None and rel == "tokenizer_config.json" and not since:
+            only_remote = registry.remote_code_family((repo.config or {}).get("model_type"))
+        if only_remote is not None:  # the family exists only as its maker's remote code
+            facets = (Facet.make(Facet.UPSTREAM_DESIGN, f"{only_remote.display} upstream ({only_remote.remote_code_repo} "
+                                                        f"is published only as remote code: transformers has no "
+                                                        f"native {model_type or 'implementation'})"),)
+        auto_class, ref = refs[0]
+        yield self.finding(
+            repo,
+            f"{rel} auto_map sends {auto_class} to {ref}"
+            + (f" (and {len(refs) - 1} more)" if len(refs) > 1 else "")
+            + f": loading needs trust_remote_code=True, which runs {', '.join(files)} on the user's machine."
+            + native,
+            file=rel, pointer="/auto_map", facets=facets,
+        )
+
+
+RULES: list[Rule] = [unsafe_pickle, remote_code, unsafe_model_file]

@@ -1,0 +1,18 @@
+"""Rules about the chat template, one module per what they protect.
+
+- presence: TPL001 missing-chat-template, TPL002 chat-template-conflict;
+- rendering: TPL003 syntax, TPL004 render errors, TPL005 markers that are not tokens;
+- serving: TPL006 generation prompt, TPL007 double BOS, TPL008 thinking toggle, TPL009 kwargs;
+- training: TPL010 prefix stability, TPL011 train/inference, TPL012 assistant masks, TPL013 drift;
+- provenance: TPL014 template-backdoor (what the source does on purpose);
+- claims: TPL016 tool-support-mismatch, CARD003 card-example-fails (what the card promises).
+
+common.py holds what they share (the analyses, locations in a template). These modules
+import hfdoctor.chat, hfdoctor.lint.edits, lineage and the registry; never check or fix.
+"""
+
+from __future__ import annotations
+
+from hfdoctor.lint.rules.template import claims, presence, provenance, rendering, serving, training
+
+RULES = [*presence.RULES, *rendering.RULES, *serving.RULES, *training.RULES, *provenance.RULES, *claims.RULES]

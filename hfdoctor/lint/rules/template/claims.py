@@ -1,0 +1,141 @@
+"""What the model card promises about chatting with the model, against the shipped template:
+TPL016 tool-support-mismatch (tools, and past tool calls in the history) and CARD003
+card-example-fails (the card's own messages example)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from hfdoctor.bounded import patterns
+from hfdoctor.chat import corpus
+from hfdoctor.chat.analysis import special_tokens_for_render, trusted_templates
+from hfdoctor.chat.examples import card_examples, missing_content, render_examples, summary
+from hfdoctor.findings import Finding, Severity
+from hfdoctor.repo import ModelRepo
+from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.template.common import default_template, location
+
+TOOL_CLAIM = patterns.compile(r"(?i)\b(function[- ]calling|tool[- ](?:use|calling|calls?)|tool-call-parser|"
+                              r"enable-auto-tool-choice|agentic tool)\b")
+TOOL_TAGS = {"function-calling", "function_calling", "tool-use", "tool_use", "tools", "tool-calling"}
+MAX_CARD_CHARS = 200_000
+
+
+def tool_claim(repo: ModelRepo) -> str | None:
+    """Where the card says the model calls tools (a quoted phrase or a tag), or None."""
+    card = repo.card
+    if card is None:
+        return None
+    tags = card.metadata.get("tags") if isinstance(card.metadata, dict) else None
+    for tag in tags if isinstance(tags, list) else []:
+        if isinstance(tag, str) and tag.lower() in TOOL_TAGS:
+            return f"the card's tag {tag!r}"
+    found = TOOL_CLAIM.search(card.body[:MAX_CARD_CHARS])
+    return f"the card says {found.group(0)!r}" if found else None
+
+
+@rule("TPL016", "tool-support-mismatch", Severity.WARNING)
+def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The card claims tool/function calling but the template ignores `tools`, or the template drops past tool calls.
+
+    Why: clients pass tool definitions as `tools` (apply_chat_template(tools=...), the
+    OpenAI API's `tools` through vLLM, SGLang and TGI). A template that never renders them
+    serves a model that cannot know which tools exist, whatever its card promises. And a
+    template that renders an assistant's tool call when it is the last message, but not
+    once its result follows, loses the call from the history: the model sees a tool result
+    for a call it never made, and multi-turn tool use breaks.
+
+    How it is found: the template is rendered with a tool definition (is its name in the
+    prompt?), with a tool call as the last message, and with the call followed by its
+    result (is the call's argument still there?). The card's claim is a phrase ("function
+    calling", "tool use", `--tool-call-parser`) or a tag (`function-calling`, `tool-use`).
+
+    Example: Mistral-7B-Instruct-v0.3's card shows function calling, but a template without
+    `[AVAILABLE_TOOLS]` renders the same prompt with or without tools.
+
+    Fix: none automatic; ship the template revision that renders tools (upstream's, when
+    template-drift names one).
+    """
+    found = default_template(repo)
+    if found is None:
+        return
+    source, analysis = found
+    with_tools = analysis.outcome("tools_available", True)
+    if with_tools is None or with_tools.error is not None:
+        return  # a crash is chat-template-render-error's
+    renders_tools = corpus.TOOL_NAME in (with_tools.text or "")
+    claim = tool_claim(repo)
+    if claim is not None and not renders_tools:
+        yield self.finding(
+            repo,
+            f"{claim} (tool calling), but the chat template ignores `tools`: the prompt is the same with or without "
+            "tool definitions, so apply_chat_template(tools=...) and servers' `tools` never reach the model.",
+            **location(repo, source, None),
+        )
+        return
+    last = analysis.rendered("tool_call", False)
+    followed = analysis.outcome("tool_result", True)
+    if not renders_tools or last is None or corpus.ARGUMENT_VALUE not in last or followed is None \
+            or followed.error is not None:
+        return
+    if corpus.ARGUMENT_VALUE not in (followed.text or ""):
+        yield self.finding(
+            repo,
+            "the chat template renders an assistant's tool call when it is the last message, but drops it once its "
+            "result follows: the model sees a tool result for a call missing from the history, and multi-turn tool "
+            "use breaks (render `message.tool_calls` for every assistant turn, not only the last).",
+            **location(repo, source, None),
+        )
+
+
+@rule("CARD003", "card-example-fails", Severity.WARNING)
+def card_example_fails(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A usage example in the model card (a messages list) fails or renders wrongly with the shipped template.
+
+    Why: users copy the card's example first. When the shipped template raises on it (a
+    system message the template refuses, roles it does not alternate) or silently leaves
+    part of it out (a system prompt that is never rendered), the first thing a user tries
+    fails, or the model never sees the instructions the card shows how to give.
+
+    How it is found: Python code blocks of README.md are parsed (never run); a list of
+    `{"role": ..., "content": ...}` dicts is a conversation (a content that is not a
+    string literal becomes a placeholder). It is rendered with the default template and the
+    tokenizer's special tokens, as apply_chat_template would, in the bounded renderer.
+
+    Example: Mistral-7B-Instruct-v0.3's card shows a pirate system prompt, and a template
+    that raises "Conversation roles must alternate user/assistant/user/assistant/...".
+
+    Fix: none automatic; change the example or ship a template that handles it.
+    """
+    card = repo.card
+    found = default_template(repo)
+    if card is None or found is None:
+        return
+    source, _ = found
+    examples = card_examples(card.body)
+    if not examples:
+        return
+    offset = card.text[: len(card.text) - len(card.body)].count("\n") if card.text.endswith(card.body) else 0
+    renders = render_examples(source.text, examples, special_tokens_for_render(repo), trusted_templates())
+    for example, rendered in zip(examples, renders):
+        where = f"README.md line {example.line + offset}"
+        if rendered.error is not None:
+            yield self.finding(
+                repo,
+                f"the model card's example ({where}: {summary(example)}) fails with the shipped chat template "
+                f"({source.where}): {rendered.error}. Users who copy it get this error first.",
+                file="README.md", line=example.line + offset,
+            )
+            continue
+        left_out = missing_content(example, rendered.text or "")
+        if left_out:
+            role, text = left_out[0]
+            yield self.finding(
+                repo,
+                f"the model card's example ({where}: {summary(example)}) renders without its {role} message "
+                f"({text[:60]!r}): the shipped chat template ({source.where}) leaves it out, so the model never sees it.",
+                file="README.md", line=example.line + offset,
+            )
+
+
+RULES = [tool_support_mismatch, card_example_fails]

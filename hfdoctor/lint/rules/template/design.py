@@ -1,0 +1,95 @@
+"""Is a template property the family's own design? The facts the severity policy needs.
+
+A rule that finds a property of the repository's template (its renders are not prefixes
+of the next turn, it writes the BOS token...) asks here whether the family's canonical
+upstream template has the same property. When it does, the finding describes the
+family's design, and hfdoctor.lint.policy reports it as info, naming the template.
+
+The canonical templates are those of the variants lineage detection allows, with at
+least medium confidence (as for template-drift: a card or template markers alone never
+decide whose design a template should follow), analysed with the repository's own
+special tokens so the two sets of renders are comparable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+from hfdoctor import lineage as lineage_mod
+from hfdoctor.knowledge import registry
+from hfdoctor.chat.analysis import analyze
+from hfdoctor.chat.render_plan import TemplateAnalysis
+from hfdoctor.findings import Facet
+from hfdoctor.knowledge.registry import Variant
+from hfdoctor.repo import ModelRepo
+from hfdoctor.knowledge.upstream import TemplateLookup, canonical_template
+
+
+@dataclass(frozen=True)
+class UpstreamTemplate:
+    variant: Variant
+    family_display: str
+    lookup: TemplateLookup
+    analysis: TemplateAnalysis
+
+    @property
+    def repo_id(self) -> str:
+        return self.variant.template.repo if self.variant.template else "?"
+
+
+_CACHE: "weakref.WeakKeyDictionary[ModelRepo, list[UpstreamTemplate]]" = weakref.WeakKeyDictionary()
+
+
+def upstream_templates(repo: ModelRepo) -> list[UpstreamTemplate]:
+    """The canonical templates this repository's template should follow (empty when the
+    lineage is not certain, or no canonical text can be found)."""
+    if repo not in _CACHE:
+        _CACHE[repo] = _find(repo)
+    return _CACHE[repo]
+
+
+def candidate_variants(repo: ModelRepo) -> list[Variant]:
+    """The variants whose template applies: the detected one, else every variant of the family."""
+    lineage = lineage_mod.detect(repo)
+    if lineage.family_ref is None or not lineage.certain:
+        return []
+    candidates = [lineage.variant_ref] if lineage.variant_ref else list(lineage.family_ref.variants)
+    return [v for v in candidates if v.template is not None]
+
+
+def _find(repo: ModelRepo) -> list[UpstreamTemplate]:
+    lineage = lineage_mod.detect(repo)
+    found = []
+    for variant in candidate_variants(repo):
+        lookup = canonical_template(repo.upstream, variant)
+        if lookup.text is not None:
+            display = lineage.family_ref.display if lineage.family_ref else variant.display
+            found.append(UpstreamTemplate(variant, display, lookup, analyze(repo, lookup.text)))
+    return found
+
+
+def exact_upstream(text: str) -> str | None:
+    """'the upstream Qwen/Qwen3-8B template' when `text` is a canonical template (or an
+    earlier upstream revision of one), whatever the lineage says."""
+    sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    found = registry.variant_of_template(sha)
+    if found is None:
+        return None
+    return found[1].template_name(sha)
+
+
+def design_facets(repo: ModelRepo, analysis: TemplateAnalysis,
+                  shows_same: Callable[[TemplateAnalysis], bool]) -> list[str]:
+    """[canonical:...] when the template is upstream's own; [upstream-design:...] when a
+    canonical template of the family `shows_same` property; else []."""
+    exact = exact_upstream(analysis.text)
+    if exact is not None:
+        return [Facet.make(Facet.CANONICAL, exact)]
+    for upstream in upstream_templates(repo):
+        if upstream.analysis.text != analysis.text and shows_same(upstream.analysis):
+            return [Facet.make(Facet.UPSTREAM_DESIGN,
+                               f"{upstream.family_display} upstream (the {upstream.repo_id} template does the same)")]
+    return []

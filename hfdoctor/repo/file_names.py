@@ -1,0 +1,43 @@
+"""What a file's name alone says it is: the Trainer's training state, or a copy saved under a
+browser-duplicate name that no loader reads.
+
+Names are repository data: every pattern here runs in RE2.
+"""
+
+from __future__ import annotations
+
+from hfdoctor.bounded import patterns
+
+# What transformers' Trainer (and accelerate, DeepSpeed) save beside a checkpoint to resume
+# training: the optimizer, scheduler, AMP scaler and RNG states, the pickled TrainingArguments
+# and the trainer's log. Training state, never the model's weights.
+TRAINER_STATE_NAMES = frozenset({
+    "training_args.bin", "optimizer.pt", "optimizer.bin", "scheduler.pt", "scheduler.bin", "scaler.pt",
+    "scaler.bin", "rng_state.pth", "trainer_state.json",
+})
+TRAINER_STATE = patterns.compile(
+    r"^(?:rng_state_\d+\.pth|random_states_\d+\.pkl|optimizer_\d+\.(?:pt|bin)|scheduler_\d+\.(?:pt|bin))$")
+# DeepSpeed's checkpoint folder: global_step500/mp_rank_00_model_states.pt, ..._optim_states.pt.
+DEEPSPEED_STEP_DIR = patterns.compile(r"^global_step\d+$")
+# `tokenizer (1).json`, `generation_config (2).json`, `config(1).json`, `model (3).safetensors`:
+# the name a browser gives a second download of the same file.
+BROWSER_DUPLICATE = patterns.compile(r"^(?P<stem>.+?) ?\((?P<n>\d{1,3})\)(?P<ext>\.[A-Za-z0-9_.]+)$")
+
+
+def is_training_state(rel: str) -> bool:
+    """A file the Trainer saves to resume training (not weights a loader reads)."""
+    parts = rel.split("/")
+    name = parts[-1]
+    if name in TRAINER_STATE_NAMES or TRAINER_STATE.match(name) is not None:
+        return True
+    return any(DEEPSPEED_STEP_DIR.match(p) is not None for p in parts[:-1])
+
+
+def browser_duplicate_of(rel: str) -> str | None:
+    """The file name a browser-duplicate name stands for (`tokenizer (1).json` -> tokenizer.json)."""
+    head, _, name = rel.rpartition("/")
+    match = BROWSER_DUPLICATE.match(name)
+    if match is None:
+        return None
+    original = match.group("stem") + match.group("ext")
+    return f"{head}/{original}" if head else original
