@@ -14,7 +14,7 @@ from hfdoctor.findings import Finding, Report
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules import selected_rules
 from hfdoctor.lint.rules.base import Rule
-from hfdoctor.lint.rules.scope import is_model_repo
+from hfdoctor.lint.rules.config.scope import is_model_repo
 from hfdoctor.knowledge.upstream import Upstream
 
 

@@ -9,21 +9,15 @@ import it inside their check functions.
 
 from __future__ import annotations
 
-from hfdoctor.lint.rules import (adapter, card, compat, config, config_consistency, generation, publishing, quantization, scope,
-                            security, special_tokens, template, tokenizer, weights)
+from hfdoctor.lint.rules import adapter, card, compat, config, publishing, security, template, tokenizer, weights
 from hfdoctor.lint.rules.base import Rule
 
 ALL_RULES: list[Rule] = [
     *config.RULES,
-    *generation.RULES,
-    *config_consistency.RULES,
-    *scope.RULES,
     *tokenizer.RULES,
-    *special_tokens.RULES,
     *template.RULES,
     *card.RULES,
     *weights.RULES,
-    *quantization.RULES,
     *adapter.RULES,
     *publishing.RULES,
     *compat.RULES,
