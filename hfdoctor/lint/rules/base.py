@@ -1,13 +1,16 @@
 """What a rule is, and the helpers rules share.
 
 A rule is a plain function `check(repo, rule) -> Iterable[Finding]` wrapped by the
-`@rule(...)` decorator, which gives it a stable code, a contract name and a default
-severity. Its docstring is the documentation `hfdoctor explain` prints, so write it
-for users: what it flags, why it matters, an example, and how safe the fix is.
+`@rule(...)` decorator, which gives it a stable code, a contract name, a default
+severity, whether it offers a fix, and the old codes it answers to. Its docstring is the
+documentation `hfdoctor explain` prints, so write it for users, in the same sections for
+every rule: a one-line summary (what it flags), then `Why:`, `Example:` and `Fix:`
+paragraphs (and `Severity:` where a finding can be louder or quieter than the default).
 """
 
 from __future__ import annotations
 
+import enum
 import inspect
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -18,12 +21,27 @@ from hfdoctor.repo import ModelRepo
 CheckFn = Callable[["ModelRepo", "Rule"], Iterable[Finding]]
 
 
+class FixAvailability(str, enum.Enum):
+    """Whether a rule's findings carry a fix, as ruff documents it per rule."""
+
+    NONE = "none"  # never: the finding is for a person to judge
+    SAFE = "safe"  # always, and `hfdoctor fix` applies it by default
+    UNSAFE = "unsafe"  # always, and only `--unsafe-fixes` applies it
+    SOMETIMES = "sometimes"  # where the evidence singles out one repair (safe or unsafe per finding)
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Rule:
     code: str
     name: str
     severity: Severity
     check_fn: CheckFn
+    fix: FixAvailability | None = None
+    # Codes this rule used to be (part of): `--select`/`--ignore`/`explain` still take them.
+    aliases: tuple[str, ...] = ()
 
     @property
     def doc(self) -> str:
@@ -68,8 +86,9 @@ class Rule:
         )
 
 
-def rule(code: str, name: str, severity: Severity) -> Callable[[CheckFn], Rule]:
+def rule(code: str, name: str, severity: Severity, *, fix: FixAvailability | None = None,
+         aliases: tuple[str, ...] = ()) -> Callable[[CheckFn], Rule]:
     def wrap(fn: CheckFn) -> Rule:
-        return Rule(code=code, name=name, severity=severity, check_fn=fn)
+        return Rule(code=code, name=name, severity=severity, check_fn=fn, fix=fix, aliases=aliases)
 
     return wrap
