@@ -74,6 +74,7 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["HF_HUB_OFFLINE"] = "1"
+    from hfdoctor.bounded import memo
     from hfdoctor.chat import analysis, render, store
     from hfdoctor.repo import ModelRepo
     from hfdoctor.lint.rules import ALL_RULES
@@ -84,9 +85,7 @@ def main() -> None:
     tokens = analysis.special_tokens_for_render(repo)
 
     def cold_trusted():
-        render.compile_template.cache_clear()
-        render.template_variables.cache_clear()
-        render.parse_template.cache_clear()
+        memo.clear()
         analysis.run_analysis(text, tokens)
 
     def cold_worker():
@@ -101,9 +100,7 @@ def main() -> None:
     def rules_cold():
         real_load = store.load
         store.load = lambda *args: None  # force the analysis
-        render.compile_template.cache_clear()
-        render.template_variables.cache_clear()
-        render.parse_template.cache_clear()
+        memo.clear()
         fresh = ModelRepo(args.model, upstream=Upstream((), use_cache=False, use_hub=False))
         fresh.vocab  # the vocabulary is shared with the tokenizer rules: not counted here
         start = time.perf_counter()

@@ -6,113 +6,33 @@ commit), runs every selected rule, and returns the report as JSON data, or an
 `{"target": ..., "error": ...}` object when the target cannot be checked. It writes
 nothing and shares no state, so any engine that maps a function over a list can run it:
 `check_many` here (processes on one machine), Ray or Spark across many (see
-examples/survey_ray.py). `check_one` is the same with the Report object the text, GitHub
-and SARIF writers take.
-
-Each Hub target runs under a deadline (Options.timeout_s): huggingface_hub's requests
-have timeouts, and in a main thread a timer also cuts off whatever else could stall.
+examples/survey_ray.py). The check of one target is hfdoctor.lint.check.check_target, the
+one entry point the CLI and the tests use too; each Hub target runs under its deadline
+(Options.timeout_s).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from hfdoctor.lint.check import check_repo
 from hfdoctor.findings import Report, TargetError
-from hfdoctor.repo import ModelRepo
+from hfdoctor.lint.check import Options, check_target
 from hfdoctor.report.json_report import report_to_json
-from hfdoctor.sources.base import SourceError
-from hfdoctor.sources.targets import TargetOptions, open_source
-from hfdoctor.knowledge.upstream import Upstream
 
-__all__ = ["Options", "TargetError", "check_one", "report_json", "check_many", "rule_counts"]
-
-
-@dataclass(frozen=True)
-class Options:
-    """Everything a check of one target depends on (picklable: it crosses process boundaries)."""
-
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    upstream_dirs: tuple[str, ...] = ()
-    revision: str | None = None
-    git_rev: str | None = None
-    cache: bool = False
-    timeout_s: float = 120.0
-    env_upstream: bool = True  # also read HFDOCTOR_UPSTREAM
-    git_since: str | None = None  # --git-since: blob rules see every commit after it (pre-push)
-
-
-class _Deadline(BaseException):
-    """The target's deadline passed (a BaseException: no `except Exception` swallows it)."""
-
-
-@contextmanager
-def deadline(seconds: float | None) -> Iterator[None]:
-    """Interrupt the block after `seconds` (main thread only; elsewhere the timeouts of each
-    request are the bound)."""
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise _Deadline()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _upstream(options: Options) -> Upstream:
-    dirs = list(options.upstream_dirs)
-    up = Upstream.from_options(dirs) if options.env_upstream else Upstream(tuple(Path(d) for d in dirs))
-    return up
-
-
-def check_one(target: str, options: Options | None = None) -> Report | TargetError:
-    """Check one target; a TargetError when it cannot be opened or times out."""
-    options = options or Options()
-    targets = TargetOptions(revision=options.revision, git_rev=options.git_rev, git_since=options.git_since,
-                            cache=options.cache,
-                            timeout_s=options.timeout_s)
-    remote = options.git_rev is None and not os.path.isdir(target)
-    source = None
-    try:
-        # The Hub's own timeouts come first; this one catches anything they let through.
-        with deadline(options.timeout_s + 15 if remote else None):
-            source = open_source(target, targets)
-            repo = ModelRepo(source, upstream=_upstream(options))
-            return check_repo(repo, select=list(options.select) or None, ignore=list(options.ignore) or None,
-                              target=target)
-    except SourceError as err:
-        return TargetError(target, str(err))
-    except _Deadline:
-        return TargetError(target, f"the check did not finish within the {options.timeout_s:g} s deadline")
-    finally:
-        if source is not None:
-            source.close()
+__all__ = ["Options", "TargetError", "report_json", "check_many", "rule_counts"]
 
 
 def report_json(target: str, options: Options | None = None) -> dict[str, Any]:
     """The pure unit of a survey: target -> its report as JSON data (or an error object)."""
-    result = check_one(target, options)
+    result = check_target(target, options)
     return result.to_json() if isinstance(result, TargetError) else report_to_json(result)
 
 
 def _check_indexed(item: tuple[int, str, Options]) -> tuple[int, Report | TargetError]:
     index, target, options = item
-    return index, check_one(target, options)
+    return index, check_target(target, options)
 
 
 def check_many(targets: Iterable[str], options: Options | None = None, jobs: int = 1

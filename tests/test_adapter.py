@@ -188,17 +188,17 @@ def test_adapter_repo_on_the_hub_gets_what_it_gets_on_disk(adapter, tmp_path, mo
     adapter_config.json and the adapter's header (ranged read), no config.json needed."""
     from hub_server import FakeHub, HubRepo, folder_files
 
-    from hfdoctor.survey import Options, check_one
+    from hfdoctor.lint.check import Options, check_target
 
     folder = copy_adapter(adapter, tmp_path, r=16)
     server = FakeHub({"acme/smol-lora": HubRepo(folder_files(folder))}).start()
     monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     try:
-        from_hub = check_one("acme/smol-lora", Options())
+        from_hub = check_target("acme/smol-lora", Options())
     finally:
         server.stop()
-    on_disk = check_one(str(folder), Options())
+    on_disk = check_target(str(folder), Options())
     assert {(f.rule, f.file, f.message) for f in from_hub.findings} == {(f.rule, f.file, f.message) for f in on_disk.findings}
     assert any("rank 8 but adapter_config.json gives r=16" in f.message for f in from_hub.findings)
     assert "file-unreadable" not in {f.rule for f in from_hub.findings}

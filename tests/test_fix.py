@@ -37,6 +37,7 @@ from hfdoctor.fix.write import UnsafeWrite, writable_path, write_changes
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge import upstream as upstream_mod
 from hfdoctor.knowledge.upstream import Upstream, canonical_template
+from hfdoctor.bounded import memo
 
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
 QWEN3_HYBRID = registry.family("qwen3").variant("hybrid")
@@ -88,10 +89,10 @@ def fix_in_process(target: Path, *, diff=False, unsafe=False, select=(), fmt="te
 
 @pytest.fixture(autouse=True)
 def fresh_template_lookups():
-    """canonical_template is memoised per Upstream value; tests change HF_HUB_CACHE under it."""
-    canonical_template.cache_clear()
+    """canonical templates are memoised per Upstream value; tests change HF_HUB_CACHE under it."""
+    memo.clear()
     yield
-    canonical_template.cache_clear()
+    memo.clear()
 
 
 @pytest.fixture

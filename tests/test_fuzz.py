@@ -280,7 +280,7 @@ def test_a_large_parse_is_remembered_by_its_bytes_and_leaves_the_collector_on():
     other = load_json(big.replace("t1", "u1"))
     assert other is not first and "u1" in other["model"]["vocab"]
     load_json(big.replace("t2", "v2"))
-    assert len(parsing._large_parses) <= parsing.KEEP_LARGE_PARSES and load_json(big) is not first
+    assert len(parsing.LARGE_PARSES) <= parsing.LARGE_PARSES.max_entries and load_json(big) is not first
     assert load_json(big) == first and gc.isenabled()
     with pytest.raises(ParseError):
         load_json(big[:-1])

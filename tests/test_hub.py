@@ -19,7 +19,8 @@ import pytest
 from conftest import ROOT, UPSTREAM
 from hub_server import TOKEN, FakeHub, HubRepo, folder_files
 from hfdoctor.sources.hub import HubLimits, HubSource
-from hfdoctor.survey import Options, check_one
+from hfdoctor.lint.check import Options, check_target
+from hfdoctor.bounded import memo
 
 SEED_SCRIPT = ROOT / "fixtures" / "make_seed_incident.py"
 
@@ -77,8 +78,8 @@ def keys(report) -> set[tuple[str, str | None]]:
 
 
 def test_the_seed_incident_from_the_hub_gets_what_it_gets_on_disk(hub, seed):
-    on_disk = check_one(str(seed), Options(upstream_dirs=(str(UPSTREAM),)))
-    from_hub = check_one("acme/seed-incident", Options(upstream_dirs=(str(UPSTREAM),)))
+    on_disk = check_target(str(seed), Options(upstream_dirs=(str(UPSTREAM),)))
+    from_hub = check_target("acme/seed-incident", Options(upstream_dirs=(str(UPSTREAM),)))
     assert keys(from_hub) == keys(on_disk)
     rules = {rule for rule, _ in keys(from_hub)}
     assert {"weights-config-mismatch", "embedding-vocab-mismatch", "missing-chat-template",
@@ -91,7 +92,7 @@ def test_the_seed_incident_from_the_hub_gets_what_it_gets_on_disk(hub, seed):
 
 
 def test_unused_files_are_not_downloaded(hub):
-    check_one("Qwen/Qwen3-8B")
+    check_target("Qwen/Qwen3-8B")
     fetched = [r for r in hub.requests if "/resolve/" in r]
     assert not [r for r in fetched if r.endswith(("vocab.json", "merges.txt", "configuration.json"))]
     assert any(r.endswith("tokenizer.json") for r in fetched)
@@ -108,7 +109,7 @@ def test_a_pickle_payload_on_the_hub_is_found_by_ranged_reads(hub, payload_bin):
 
 
 def test_a_repo_changed_on_the_hub_is_checked_at_its_new_commit(hub):
-    first = check_one("Qwen/Qwen3-8B")
+    first = check_target("Qwen/Qwen3-8B")
     assert "missing-chat-template" not in {f.rule for f in first.findings}
     files = folder_files(UPSTREAM / "Qwen--Qwen3-8B")
     config = json.loads(files["tokenizer_config.json"])
@@ -116,11 +117,11 @@ def test_a_repo_changed_on_the_hub_is_checked_at_its_new_commit(hub):
     files["tokenizer_config.json"] = json.dumps(config).encode()
     del files["chat_template.jinja"]
     new = hub.push("Qwen/Qwen3-8B", files)
-    second = check_one("Qwen/Qwen3-8B")
+    second = check_target("Qwen/Qwen3-8B")
     assert second.sections["revision"]["commit"] == new != first.sections["revision"]["commit"]
     assert "missing-chat-template" in {f.rule for f in second.findings}
     # An older commit is still reachable by name.
-    again = check_one(f"Qwen/Qwen3-8B@{first.sections['revision']['commit']}")
+    again = check_target(f"Qwen/Qwen3-8B@{first.sections['revision']['commit']}")
     assert "missing-chat-template" not in {f.rule for f in again.findings}
 
 
@@ -182,9 +183,9 @@ def test_a_mistyped_local_path_is_not_sent_to_the_hub(hub, tmp_path):
 def test_the_reachability_probe_dials_the_endpoint_port(hub, monkeypatch):
     from hfdoctor.knowledge import upstream
 
-    upstream.hub_reachable.cache_clear()
+    memo.clear()
     assert upstream.hub_reachable()  # the fake Hub is on a random port, not 443
-    upstream.hub_reachable.cache_clear()
+    memo.clear()
 
 
 def test_byte_budget_is_enforced(hub):
@@ -303,12 +304,12 @@ def test_git_rev_reads_lfs_objects_and_reports_pointers(model_git_repo, tmp_path
     (model_git_repo / "model.safetensors").write_text(pointer)
     git(model_git_repo, "add", "model.safetensors")
     git(model_git_repo, "commit", "-qm", "weights")
-    found = check_one(str(model_git_repo), Options(git_rev="HEAD", select=("lfs-pointer", "weights-unreadable")))
+    found = check_target(str(model_git_repo), Options(git_rev="HEAD", select=("lfs-pointer", "weights-unreadable")))
     assert [f.rule for f in found.findings] == ["lfs-pointer"]
     store = model_git_repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4]
     store.mkdir(parents=True)
     shutil.copy(weights, store / oid)
-    found = check_one(str(model_git_repo), Options(git_rev="HEAD", select=("lfs-pointer", "weights-unreadable")))
+    found = check_target(str(model_git_repo), Options(git_rev="HEAD", select=("lfs-pointer", "weights-unreadable")))
     assert found.findings == [] and found.sections["revision"]["commit"] == git(model_git_repo, "rev-parse", "HEAD").strip()
 
 

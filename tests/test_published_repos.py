@@ -266,7 +266,7 @@ def test_gguf_repo_on_the_hub_reads_the_header_only(tmp_path, monkeypatch):
     the metadata header (1.8 MB of a 90 MB file) crosses the wire."""
     from hub_server import FakeHub, HubRepo, folder_files
 
-    from hfdoctor.survey import Options, check_one
+    from hfdoctor.lint.check import Options, check_target
 
     folder = tmp_path / "smol-gguf"
     folder.mkdir()
@@ -275,11 +275,11 @@ def test_gguf_repo_on_the_hub_reads_the_header_only(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     try:
-        report = check_one("acme/smol-gguf", Options())
+        report = check_target("acme/smol-gguf", Options())
         sent = server.sent["acme/smol-gguf"]
     finally:
         server.stop()
-    on_disk = check_one(str(folder), Options())
+    on_disk = check_target(str(folder), Options())
     assert {(f.rule, f.message) for f in report.findings} == {(f.rule, f.message) for f in on_disk.findings}
     assert report.lineage["family"] == "smollm2"
     assert sent < 0.1 * smollm2_gguf().stat().st_size, sent

@@ -90,10 +90,10 @@ def test_clean_history_pushes_and_pushed_commits_are_not_judged_again(pushed_rep
     proc = push(repo)
     # The seed's own findings are at the tip (missing template etc.): error. Select only the
     # blob rules to see that history adds nothing here.
-    from hfdoctor.survey import Options, check_one
+    from hfdoctor.lint.check import Options, check_target
 
     tip = git(repo, "rev-parse", "HEAD").strip()
-    report = check_one(str(repo), Options(git_rev=tip, git_since=git(remote, "rev-parse", "main").strip(),
+    report = check_target(str(repo), Options(git_rev=tip, git_since=git(remote, "rev-parse", "main").strip(),
                                           select=("lfs-attributes", "unsafe-pickle")))
     assert report.findings == []
     assert "missing-chat-template" in proc.stdout  # the tip is still judged by every rule
@@ -103,9 +103,9 @@ def test_a_new_branch_is_judged_from_what_no_remote_has(pushed_repo):
     repo, _ = pushed_repo
     git(repo, "checkout", "-q", "-b", "feature")
     added = add_then_remove(repo, "dump.bin", os.urandom(11 * 1024 * 1024))
-    from hfdoctor.survey import Options, check_one
+    from hfdoctor.lint.check import Options, check_target
 
-    report = check_one(str(repo), Options(git_rev="HEAD", git_since="0" * 40, select=("lfs-attributes",)))
+    report = check_target(str(repo), Options(git_rev="HEAD", git_since="0" * 40, select=("lfs-attributes",)))
     assert [f.file for f in report.findings] == ["dump.bin"] and added[:12] in report.findings[0].message
     # The commit the remote already has ("first") is not re-read: only the two new ones.
     from hfdoctor.sources.git import GitSource
@@ -116,10 +116,10 @@ def test_a_new_branch_is_judged_from_what_no_remote_has(pushed_repo):
 
 def test_git_since_takes_only_a_commit_id(pushed_repo):
     """--git-since reaches git's command line: an option there is refused, never run."""
-    from hfdoctor.survey import Options, check_one
+    from hfdoctor.lint.check import Options, check_target
 
     repo, _ = pushed_repo
-    report = check_one(str(repo), Options(git_rev="HEAD", git_since="--output=/tmp/hfdoctor-pwned"))
+    report = check_target(str(repo), Options(git_rev="HEAD", git_since="--output=/tmp/hfdoctor-pwned"))
     assert not hasattr(report, "findings") and "not a commit id" in report.message, report
     assert not Path("/tmp/hfdoctor-pwned").exists()
 

@@ -26,6 +26,7 @@ from hfdoctor.lint.check import check_target
 from hfdoctor.findings import Report
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import Upstream
+from hfdoctor.bounded import memo
 
 LOCAL_UPSTREAM = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 CORPUS = ROOT / "tests" / "corpus" / "templates"
@@ -461,7 +462,7 @@ def test_upstream_unavailable_is_said_plainly(copy_upstream, monkeypatch):
     from hfdoctor.knowledge import upstream as upstream_mod
 
     monkeypatch.setattr(upstream_mod, "_shipped_manifest", lambda: {})
-    upstream_mod.canonical_template.cache_clear()
+    memo.clear()  # forget the templates looked up before the manifest was emptied
     folder = copy_upstream(QWEN3)
     set_template(folder, qwen3_template().replace("<|im_end|>\\n", "<|im_end|>\\n\\n"))
     report = check(folder, upstream=Upstream((), use_cache=False, use_hub=False))
@@ -544,7 +545,7 @@ def test_shipped_analyses_equal_fresh_ones():
 def test_untrusted_templates_run_in_the_bounded_worker(monkeypatch):
     forks = []
     real = analysis_mod.run_bounded
-    monkeypatch.setattr(analysis_mod, "_FINISHED", type(analysis_mod._FINISHED)())  # nothing remembered
+    memo.clear()  # nothing remembered
     monkeypatch.setattr(analysis_mod, "run_bounded", lambda work, limits=None: forks.append(1) or real(work, limits))
     run_analysis(qwen3_template(), {"eos_token": "<|im_end|>"})  # the registry's pinned template: trusted
     assert forks == []
@@ -558,7 +559,7 @@ def test_a_finished_analysis_is_reused_and_a_cut_off_one_is_not(monkeypatch):
     limit (which may finish when the machine is less busy), are analysed again."""
     forks = []
     real = analysis_mod.run_bounded
-    monkeypatch.setattr(analysis_mod, "_FINISHED", type(analysis_mod._FINISHED)())
+    memo.clear()
     monkeypatch.setattr(analysis_mod, "run_bounded", lambda work, limits=None: forks.append(1) or real(work, limits))
     text = qwen3_template() + "\n"
     first = run_analysis(text, {"eos_token": "<|im_end|>"})

@@ -20,9 +20,11 @@ import pytest
 
 from conftest import ROOT, UPSTREAM
 from hfdoctor import lineage
+from hfdoctor.bounded import memo
 from hfdoctor.knowledge import registry
 from hfdoctor.weights import expected as weights
 from hfdoctor.lint.check import run_rules
+from hfdoctor.lint.sections import weights_section
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules import selected_rules
 from hfdoctor.knowledge.upstream import Upstream
@@ -268,7 +270,7 @@ def test_shipped_layout_needs_no_build_and_ignores_unshaping_keys(monkeypatch):
     def no_build(config):
         raise AssertionError("built a layout the table ships")
 
-    monkeypatch.setattr(weights, "_OUTCOMES", {})
+    memo.clear()  # nothing looked up or built before
     monkeypatch.setattr(weights, "_build", no_build)
     config = json.loads((UPSTREAM / "Qwen--Qwen3-30B-A3B" / "config.json").read_text())
     config.update(transformers_version="4.99.0", torch_dtype="float16", _name_or_path="/tmp/ft", use_cache=False)
@@ -282,7 +284,7 @@ def test_shipped_layout_needs_no_build_and_ignores_unshaping_keys(monkeypatch):
 
 def test_unshipped_config_is_built_and_agrees_with_the_table(monkeypatch):
     """A config the table lacks takes the transformers path; its layout equals the shipped one."""
-    monkeypatch.setattr(weights, "_OUTCOMES", {})
+    memo.clear()  # nothing looked up or built before
     config = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
     shipped = expected_layout(config)
     # Not a shape, but a rope_scaling dict can make transformers refuse a config: it stays in the key.
@@ -351,7 +353,7 @@ def test_fine_tune_resaved_by_another_version_hits_the_table(monkeypatch):
     def no_build(config):
         raise AssertionError("built a layout the table ships")
 
-    monkeypatch.setattr(weights, "_OUTCOMES", {})
+    memo.clear()  # nothing looked up or built before
     monkeypatch.setattr(weights, "_build", no_build)
     config = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
     config.pop("torch_dtype")
@@ -418,7 +420,7 @@ def test_matching_weights_give_no_weights_finding(tmp_path, folder, family):
     found, repo = findings(path, selected_rules(["WGT", "SEC"]))
     assert not found, [f.message for f in found]
     assert family in [f.key for f in infer_weights_families(repo)]
-    assert repo.report_sections["weights"]["verified_against"].endswith("ForCausalLM")
+    assert weights_section(repo)["verified_against"].endswith("ForCausalLM")
 
 
 def test_llama_weights_under_qwen3_config_seed_000(tmp_path):
@@ -515,7 +517,7 @@ def test_metadata_only_upstream_folders_are_not_errors(folder):
     assert [(f.rule, str(f.severity)) for f in found] == [("weights-index-inconsistent", "info")], \
         [f.message for f in found]
     assert "none of them is in this folder" in found[0].message and "not checked" in found[0].message
-    assert "none of which is in this checkout" in repo.report_sections["weights"]["note"]
+    assert "none of which is in this checkout" in weights_section(repo)["note"]
 
 
 def test_lfs_pointers_are_skipped_not_failed(tmp_path, copy_upstream):

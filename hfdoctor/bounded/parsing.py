@@ -18,9 +18,10 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
+
+from hfdoctor.bounded.memo import memo
 
 # Deeper than any real metadata file (tokenizer.json's normalizer sequences are ~6 deep).
 MAX_DEPTH = 128
@@ -32,8 +33,7 @@ MAX_YAML_NODES = 1_000_000
 # Above this size a parse pauses the cyclic garbage collector (see gc_paused), and its
 # result is remembered by the bytes' digest (see load_json).
 GC_PAUSE_BYTES = 1024 * 1024
-KEEP_LARGE_PARSES = 2
-_large_parses: OrderedDict[tuple[int, bytes], Any] = OrderedDict()
+LARGE_PARSES = memo("large JSON parses", 2)
 
 _KEEP = b'[]{}"'
 _DELETE = bytes(b for b in range(256) if b not in _KEEP)
@@ -77,13 +77,7 @@ def load_json(text: str, raw: bytes | None = None) -> Any:
     if len(data) <= GC_PAUSE_BYTES:
         return _parse(text, data)
     key = (len(data), hashlib.sha256(data).digest())
-    if key in _large_parses:
-        _large_parses.move_to_end(key)
-        return _large_parses[key]
-    value = _large_parses[key] = _parse(text, data)
-    while len(_large_parses) > KEEP_LARGE_PARSES:
-        _large_parses.popitem(last=False)
-    return value
+    return LARGE_PARSES.lookup(key, lambda: _parse(text, data))
 
 
 def _parse(text: str, data: bytes) -> Any:

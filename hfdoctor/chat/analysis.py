@@ -20,8 +20,6 @@ import hashlib
 import json
 import re
 import signal
-import weakref
-from collections import OrderedDict
 from dataclasses import astuple
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Callable
@@ -32,6 +30,7 @@ from hfdoctor.chat.render_plan import (
     FIXED_NOW, MAX_MESSAGE_CHARS, MAX_RENDER_CHARS, SPECIAL_TOKEN_NAMES, Outcome, RenderError, RenderKey,
     TemplateAnalysis, plan,
 )
+from hfdoctor.bounded.memo import memo
 from hfdoctor.bounded.sandbox import Limits, StepGuard, StepTimeout, run_bounded, run_in_process
 from hfdoctor.repo import token_content
 
@@ -193,8 +192,7 @@ def trusted_templates() -> frozenset[str]:
 # trial re-checks of a patched view (whose template it did not touch) and templates that recur
 # across a catalog reuse them instead of forking a worker again. A worker cut off at its limit,
 # or a render stopped at its time limit, is not remembered: under less load it may finish.
-_FINISHED: "OrderedDict[tuple, TemplateAnalysis]" = OrderedDict()
-KEEP_FINISHED = 64
+FINISHED = memo("template analyses", 64)
 
 
 def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = False,
@@ -204,9 +202,9 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
     The result is shared by whoever asks again with the same inputs: read it, never change it."""
     limits = limits or Limits()
     memo_key = (text, tuple(sorted(special_tokens.items())), tool_use, astuple(limits))
-    if memo_key in _FINISHED:
-        _FINISHED.move_to_end(memo_key)
-        return _FINISHED[memo_key]
+    finished = FINISHED.get(memo_key)
+    if finished is not None:
+        return finished
     # Import jinja2 here, not in the child: once per process instead of once per fork,
     # and no import lock can be held by another thread at the moment of the fork.
     import hfdoctor.chat.render  # noqa: F401
@@ -256,30 +254,25 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
     timed_out = any(o.error is not None and o.error.kind == "timeout" for o in analysis.renders.values()) or (
         analysis.fatal is not None and analysis.fatal[1].kind == "timeout")
     if result.finished and not timed_out:
-        _FINISHED[memo_key] = analysis
-        while len(_FINISHED) > KEEP_FINISHED:
-            _FINISHED.popitem(last=False)
+        FINISHED.put(memo_key, analysis)
     return analysis
-
-
-_CACHE: "weakref.WeakKeyDictionary[ModelRepo, dict[tuple[str, bool], TemplateAnalysis]]" = weakref.WeakKeyDictionary()
 
 
 def analyze(repo: "ModelRepo", text: str, *, tool_use: bool = False) -> TemplateAnalysis:
     """The analysis of `text` rendered with this repo's special tokens.
 
-    Cached on the repo, so every rule shares it; an upstream canonical template with
+    A fact of the repository, so every rule shares it; an upstream canonical template with
     upstream tokens comes precomputed with hfdoctor (store.py).
     """
-    per_repo = _CACHE.setdefault(repo, {})
-    key = (text, tool_use)
-    if key not in per_repo:
-        special_tokens = special_tokens_for_render(repo)
-        analysis = store.load(text, special_tokens, tool_use)
-        if analysis is None:
-            analysis = _within_budget(repo, text, special_tokens, tool_use)
-        per_repo[key] = analysis
-    return per_repo[key]
+    return repo.facts.get(_analyze, text, tool_use)
+
+
+def _analyze(repo: "ModelRepo", text: str, tool_use: bool) -> TemplateAnalysis:
+    special_tokens = special_tokens_for_render(repo)
+    analysis = store.load(text, special_tokens, tool_use)
+    if analysis is None:
+        analysis = _within_budget(repo, text, special_tokens, tool_use)
+    return analysis
 
 
 def _within_budget(repo: "ModelRepo", text: str, special_tokens: dict[str, str], tool_use: bool) -> TemplateAnalysis:
@@ -303,7 +296,7 @@ def _template_label(repo: "ModelRepo", text: str) -> str:
 
 def cached_analysis(repo: "ModelRepo", text: str) -> TemplateAnalysis | None:
     """The analysis of `text` if a rule has made it for this repo (default render mode)."""
-    return _CACHE.get(repo, {}).get((text, False))
+    return repo.facts.peek(_analyze, text, False)
 
 
 def analyze_source(repo: "ModelRepo", source: Any) -> TemplateAnalysis:

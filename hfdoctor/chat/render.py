@@ -29,7 +29,6 @@ import json
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Any, Callable, Iterator
 
 import jinja2
@@ -43,6 +42,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 # Defined without jinja2, so that a stored analysis never needs to import it.
 from hfdoctor.chat.render_plan import SPECIAL_TOKEN_NAMES
+from hfdoctor.bounded.memo import memoized
 
 # Names a message's reasoning is passed under; the first is the one templates read.
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -170,13 +170,13 @@ def make_environment() -> ImmutableSandboxedEnvironment:
 GLOBAL_NAMES = frozenset(make_environment().globals)
 
 
-@lru_cache(maxsize=64)
+@memoized("compiled templates", 64)
 def compile_template(source: str) -> jinja2.Template:
     """Compile once per distinct template text. Raises jinja2.TemplateSyntaxError."""
     return make_environment().from_string(source)
 
 
-@lru_cache(maxsize=16)
+@memoized("template syntax trees", 16)
 def parse_template(source: str) -> jinja2.nodes.Template:
     """The template's syntax tree, parsed once for every static question asked of it.
 
@@ -185,13 +185,13 @@ def parse_template(source: str) -> jinja2.nodes.Template:
     return compile_template(source).environment.parse(source)
 
 
-@lru_cache(maxsize=64)
+@memoized("template variables", 64)
 def template_variables(source: str) -> frozenset[str]:
     """Every variable the template reads that it does not set itself (vLLM's method)."""
     return frozenset(jinja2.meta.find_undeclared_variables(parse_template(source)))
 
 
-@lru_cache(maxsize=64)
+@memoized("template names assigned and probed", 64)
 def _assigned_and_probed(source: str) -> tuple[frozenset[str], frozenset[str]]:
     """Names the template defines itself (assignments, loop targets, macros and their
     parameters), and the names it probes (`is defined`, `| default`) that are not locals

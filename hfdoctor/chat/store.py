@@ -25,6 +25,7 @@ from hfdoctor.chat import corpus
 from hfdoctor.chat import render_plan as plan_mod
 from hfdoctor.chat.render_plan import Outcome, RenderError, TemplateAnalysis
 from hfdoctor.knowledge.registry import data_file
+from hfdoctor.bounded.memo import memoized
 
 # Bump when what an analysis records changes.
 STORE_VERSION = 1
@@ -75,7 +76,7 @@ def from_json(text: str, data: dict[str, Any]) -> TemplateAnalysis:
     return analysis
 
 
-@lru_cache(maxsize=16)
+@memoized("shipped analyses", 16)
 def _entry(text: str, tokens: tuple[tuple[str, str], ...], tool_use: bool) -> dict[str, Any] | None:
     try:
         path = data_file(f"{DIRECTORY}/{key(text, dict(tokens), tool_use)}.json")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -21,6 +20,8 @@ from hfdoctor.repo import ModelRepo
 from hfdoctor.bounded.tokenizing import TokenizerFailed
 from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import repo_weights
+from hfdoctor.repo.facts import fact
+from hfdoctor.bounded.memo import memo
 
 STATUS_ORDER = {"loads": 0, "unknown": 0, "caveat": 1, "fails": 2}
 SERVE_FLAG = re.compile(r"--(reasoning|tool-call)-parser(?:[ =]+)['\"]?([A-Za-z0-9_\-]+)")
@@ -162,9 +163,7 @@ def chk_hash(repo: ModelRepo) -> str | None:
     known = kb.tokenizer_fingerprint(key)
     if known is not None:
         return known
-    if key not in _CHK_BY_FILE:
-        _CHK_BY_FILE[key] = compute_chk_hash(repo)
-    return _CHK_BY_FILE[key]
+    return CONVERTER_FINGERPRINTS.lookup(key, lambda: compute_chk_hash(repo))
 
 
 def compute_chk_hash(repo: ModelRepo) -> str | None:
@@ -180,7 +179,8 @@ def compute_chk_hash(repo: ModelRepo) -> str | None:
     return hashlib.sha256(str(ids).encode()).hexdigest()
 
 
-_CHK_BY_FILE: dict[str, str | None] = {}  # sha256 of tokenizer.json -> the converter's fingerprint
+# sha256 of tokenizer.json -> the converter's fingerprint (half a second each for a 150k vocabulary).
+CONVERTER_FINGERPRINTS = memo("converter fingerprints", 64)
 
 
 GEMMA_SPM = ("gemma", "gemma2")
@@ -309,14 +309,10 @@ def weights_fit(repo: ModelRepo) -> Iterator[Problem]:
 DETECTORS: tuple[Detector, ...] = (v5_rope, v5_tokenizer_class, model_type_support, template_only_in_jinja,
                                    portability, gguf_conversion, weights_metadata, weights_fit, serving_parsers,
                                    thinking_markers)
-_CACHE: "weakref.WeakKeyDictionary[ModelRepo, list[Problem]]" = weakref.WeakKeyDictionary()
-
-
+@fact
 def assess(repo: ModelRepo) -> list[Problem]:
-    """Every compatibility problem of the repo (computed once per repo object)."""
-    if repo not in _CACHE:
-        _CACHE[repo] = [p for detector in DETECTORS for p in detector(repo)]
-    return _CACHE[repo]
+    """Every compatibility problem of the repo (a fact: computed once per repository)."""
+    return [p for detector in DETECTORS for p in detector(repo)]
 
 
 def section(repo: ModelRepo, problems: list[Problem]) -> list[dict[str, str]]:

@@ -9,12 +9,12 @@ to the servers that use that engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from hfdoctor.chat import corpus, engines, store
 from hfdoctor.chat.analysis import cached_analysis, special_tokens_for_render
 from hfdoctor.repo import ModelRepo, TemplateSource
+from hfdoctor.bounded.memo import memoized
 
 CONTEXT_CHARS = 30
 
@@ -66,7 +66,7 @@ def _run(text: str, tokens: tuple[tuple[str, str], ...], repo_root: str | None) 
     return _verdicts(text, tokens, engines.hf_jinja_runtime(Path(repo_root) if repo_root else None))
 
 
-@lru_cache(maxsize=64)
+@memoized("portability verdicts", 64)
 def _verdicts(text: str, tokens: tuple[tuple[str, str], ...], runtime: engines.HfJinjaRuntime
               ) -> tuple[EngineVerdict, ...]:
     """Cached by what decides them (the fixer's patched views and copies of a repository

@@ -13,10 +13,10 @@ to everyone else it is a note. The evidence is what the repository itself says:
 
 from __future__ import annotations
 
-import weakref
 
 from hfdoctor.bounded import patterns
 from hfdoctor.repo import ModelRepo
+from hfdoctor.repo.facts import fact
 
 # Card text that names an engine: engine key -> RE2 pattern (case-insensitive, words).
 CARD_NAMES = {
@@ -39,14 +39,10 @@ CARD_KEYS = {
 REQUIRES_V5 = patterns.compile(r"(?i)transformers\s*(?:>=|==|~=)\s*v?5\b|transformers\s+(?:v|version\s*)?5\.\d")
 MAX_CARD_CHARS = 200_000  # where the names are: the first part of a card, not its appendix
 
-_CACHE: "weakref.WeakKeyDictionary[ModelRepo, dict[str, str]]" = weakref.WeakKeyDictionary()
-
-
+@fact
 def targeted_engines(repo: ModelRepo) -> dict[str, str]:
     """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it."""
-    if repo not in _CACHE:
-        _CACHE[repo] = _find(repo)
-    return _CACHE[repo]
+    return _find(repo)
 
 
 def _find(repo: ModelRepo) -> dict[str, str]:

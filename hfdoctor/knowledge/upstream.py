@@ -19,6 +19,7 @@ from pathlib import Path
 
 from hfdoctor.knowledge.registry import CanonicalTemplate, Variant, data_file
 from hfdoctor.sources.targets import hf_cache_dir
+from hfdoctor.bounded.memo import memoized
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def _from_cache(repo_id: str, filename: str, revision: str | None) -> Path | Non
     return next((c for c in candidates if c.is_file()), None)
 
 
-@functools.lru_cache(maxsize=1)
+@memoized("hub reachability", 1)
 def hub_reachable(host: str = "huggingface.co", timeout: float = 2.0) -> bool:
     """One quick TCP connect per process: offline machines must not wait on retries."""
     endpoint = os.environ.get("HF_ENDPOINT")
@@ -164,7 +165,7 @@ def _template_text(filename: str, raw: bytes) -> str | None:
     return text if isinstance(text, str) else None
 
 
-@functools.lru_cache(maxsize=64)
+@memoized("canonical templates", 64)
 def _canonical_template(upstream: Upstream, variant: Variant, cache_dir: str) -> TemplateLookup:
     pinned: CanonicalTemplate | None = variant.template
     if pinned is None:
@@ -198,6 +199,3 @@ def _canonical_template(upstream: Upstream, variant: Variant, cache_dir: str) ->
         f"{detail}. Pass --upstream DIR (a folder holding {pinned.repo.replace('/', '--')}/) or set HFDOCTOR_UPSTREAM",
     )
 
-
-# Library users (and tests) may want to forget what was looked up.
-canonical_template.cache_clear = _canonical_template.cache_clear  # type: ignore[attr-defined]

@@ -28,6 +28,7 @@ from hfdoctor.bounded import patterns
 from hfdoctor.knowledge import registry
 from hfdoctor.knowledge.registry import Family, Variant
 from hfdoctor.repo import ModelRepo, token_content
+from hfdoctor.repo.facts import fact
 from hfdoctor.weights.layout import infer_weights_families
 
 # Fixed probe text for the encode fingerprint: digits, contractions, runs of spaces,
@@ -353,8 +354,9 @@ DECISIVE = ("config", "tokenizer", "weights")
 WEIGHTS = {"config": 4.0, "tokenizer": 3.0, "adapter": 3.0, "template": 2.0, "weights": 2.0, "card": 1.0}
 
 
+@fact
 def detect(repo: ModelRepo) -> Lineage:
-    """Combine the evidence into one family, variant and base model (cached on the repo).
+    """Combine the evidence into one family, variant and base model (a fact of the repository).
 
     The vocabulary and special tokens decide the family: when the repo has tokenizer
     files, only a family they match can be chosen, and an unknown vocabulary means an
@@ -362,9 +364,6 @@ def detect(repo: ModelRepo) -> Lineage:
     upstream template, template markers, the weights' shapes or the card may name it. The
     architecture (model_type) alone never does: it only rules families out.
     """
-    cached = getattr(repo, "_lineage", None)
-    if cached is not None:
-        return cached
     arch = architecture(repo)
 
     def fits(fams: list[Family] | None) -> list[Family] | None:
@@ -419,7 +418,6 @@ def detect(repo: ModelRepo) -> Lineage:
         family_ref=chosen,
         variant_ref=variant,
     )
-    repo._lineage = lineage  # type: ignore[attr-defined]
     return lineage
 
 

@@ -26,6 +26,7 @@ from hfdoctor.bounded import patterns
 from hfdoctor.knowledge import registry
 from hfdoctor.knowledge.registry import Family, Variant
 from hfdoctor.repo import ModelRepo, as_id_list
+from hfdoctor.repo.facts import fact
 from hfdoctor.knowledge.upstream import Upstream, read_file
 from hfdoctor.weights.adapter import QUANTIZED_COPY, local_path
 
@@ -78,14 +79,10 @@ class AdapterBase:
                 "them into the Hugging Face cache")
 
 
+@fact
 def adapter_base(repo: ModelRepo) -> AdapterBase | None:
-    """The base model of an adapter repository (None when the repository is no adapter). Cached."""
-    cached = getattr(repo, "_adapter_base", None)
-    if cached is not None or not repo.is_adapter:
-        return cached
-    found = _resolve(repo)
-    repo._adapter_base = found  # type: ignore[attr-defined]
-    return found
+    """The base model of an adapter repository (None when the repository is no adapter)."""
+    return _resolve(repo) if repo.is_adapter else None
 
 
 def _resolve(repo: ModelRepo) -> AdapterBase:

@@ -1,26 +1,124 @@
-"""Run the selected rules over one target and collect a Report."""
+"""The one way from a target to its report: open the target, run the selected rules, add the sections.
+
+`check_target(target, options)` is what the CLI, the survey (many targets), the fixer's first
+look and the tests call. It opens the target (a directory, a file, a Hub repository at a
+revision, a git commit), builds one ModelRepo (whose Facts the rules share), runs the selected
+rules, computes the report's sections (hfdoctor.lint.sections) and the compat table, and lets
+the severity policy (hfdoctor.lint.policy) settle each finding's severity. A target that cannot
+be opened, or that runs past its deadline, is a TargetError (exit 2), never a crash.
+
+`check_repo` is the same from a ModelRepo already built: the fixer's patched views and the
+probe's preflight check one.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Iterator
 
 from hfdoctor import lineage
-
-from hfdoctor.lint import policy
 from hfdoctor.compat.assess import assess, section
 from hfdoctor.compat.knowledge import ENGINES
-from hfdoctor.findings import Finding, Report
-from hfdoctor.repo import ModelRepo
+from hfdoctor.findings import Finding, Report, TargetError
+from hfdoctor.knowledge.upstream import Upstream
+from hfdoctor.lint import policy
 from hfdoctor.lint.rules import selected_rules
 from hfdoctor.lint.rules.base import Rule
 from hfdoctor.lint.rules.config.scope import is_model_repo
-from hfdoctor.knowledge.upstream import Upstream
+from hfdoctor.lint.sections import sections
+from hfdoctor.repo import ModelRepo
+from hfdoctor.sources.base import SourceError
+from hfdoctor.sources.targets import TargetOptions, open_source
 
-
-# Run after every other rule and after the compat section, so that they report the
-# problems (unreadable files, budgets spent) anything before them ran into.
+# Run after every other rule and after the sections, so that they report the problems
+# (unreadable files, budgets spent) anything before them ran into.
 RUN_LAST = ("file-unreadable", "check-incomplete")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a check of one target depends on (picklable: it crosses process boundaries)."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    upstream_dirs: tuple[str, ...] = ()
+    revision: str | None = None
+    git_rev: str | None = None
+    cache: bool = False
+    timeout_s: float = 120.0
+    env_upstream: bool = True  # also read HFDOCTOR_UPSTREAM
+    git_since: str | None = None  # --git-since: blob rules see every commit after it (pre-push)
+
+    def upstream(self) -> Upstream:
+        dirs = list(self.upstream_dirs)
+        return Upstream.from_options(dirs) if self.env_upstream else Upstream(tuple(Path(d) for d in dirs))
+
+
+class _Deadline(BaseException):
+    """The target's deadline passed (a BaseException: no `except Exception` swallows it)."""
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block after `seconds` (main thread only; elsewhere the timeouts of each
+    request are the bound)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _Deadline()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def check_target(
+    target: str,
+    options: Options | None = None,
+    *,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    upstream: Upstream | None = None,
+) -> Report | TargetError:
+    """Check one target; a TargetError when it cannot be opened or runs past its deadline.
+
+    `select`/`ignore` replace the options' own; `upstream` (an Upstream built by the caller)
+    replaces the one the options describe."""
+    options = options or Options()
+    if select is not None:
+        options = replace(options, select=tuple(select))
+    if ignore is not None:
+        options = replace(options, ignore=tuple(ignore))
+    targets = TargetOptions(revision=options.revision, git_rev=options.git_rev, git_since=options.git_since,
+                            cache=options.cache, timeout_s=options.timeout_s)
+    remote = options.git_rev is None and not os.path.isdir(target)
+    source = None
+    try:
+        # The Hub's own timeouts come first; this one catches anything they let through.
+        with deadline(options.timeout_s + 15 if remote else None):
+            source = open_source(target, targets)
+            repo = ModelRepo(source, upstream=upstream if upstream is not None else options.upstream())
+            return check_repo(repo, select=list(options.select) or None, ignore=list(options.ignore) or None,
+                              target=target)
+    except SourceError as err:
+        return TargetError(target, str(err))
+    except _Deadline:
+        return TargetError(target, f"the check did not finish within the {options.timeout_s:g} s deadline")
+    finally:
+        if source is not None:
+            source.close()
 
 
 def run_rules(repo: ModelRepo, rules: list[Rule]) -> tuple[list[Finding], list[str]]:
@@ -30,22 +128,17 @@ def run_rules(repo: ModelRepo, rules: list[Rule]) -> tuple[list[Finding], list[s
         try:
             findings.extend(r.check(repo))
         except Exception as err:  # a bug in hfdoctor, never the repo's fault
-            where = traceback.extract_tb(err.__traceback__)[-1]
-            internal.append(f"{r.code} {r.name} crashed: {type(err).__name__}: {err} ({Path(where.filename).name}:{where.lineno})")
+            internal.append(f"{r.code} {r.name} crashed: {_where(err)}")
     return findings, internal
+
+
+def _where(err: Exception) -> str:
+    frame = traceback.extract_tb(err.__traceback__)[-1]
+    return f"{type(err).__name__}: {err} ({Path(frame.filename).name}:{frame.lineno})"
 
 
 def sort_key(f: Finding) -> tuple:
     return (-int(f.severity), f.file or "", f.line or 0, f.code)
-
-
-def check_target(
-    target: str,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
-    upstream: Upstream | None = None,
-) -> Report:
-    return check_repo(ModelRepo(target, upstream=upstream), select=select, ignore=ignore, target=target)
 
 
 def check_repo(
@@ -69,7 +162,10 @@ def check_repo(
         report.sections["revision"] = dict(source.revision)
     if source.kind != "directory":
         report.sections["source"] = {"kind": source.kind, "downloaded_bytes": source.bytes_read()}
-    report.sections.update(repo.report_sections)
+    try:
+        report.sections.update(sections(repo))
+    except Exception as err:  # a bug in hfdoctor, never the repo's fault
+        report.internal_errors.append(f"report sections crashed: {_where(err)}")
     try:
         report.sections["compat"] = section(repo, assess(repo)) if is_model_repo(repo) else [
             {"engine": engine, "status": "fails", "why": "not a model repository: there is nothing to load",

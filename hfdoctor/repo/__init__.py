@@ -19,6 +19,7 @@ from hfdoctor.bounded.budget import Budget
 from hfdoctor.repo.file_names import is_training_state
 from hfdoctor.repo.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
 from hfdoctor.repo.card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
+from hfdoctor.repo.facts import Facts
 from hfdoctor.bounded.parsing import ParseError, load_json
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
@@ -111,8 +112,8 @@ class ModelRepo:
         # Where rules and fixes look for upstream files (templates, configs).
         self.upstream = upstream if upstream is not None else Upstream.from_options()
         self.problems: dict[str, FileProblem] = {}
-        # Extra report sections rules fill in (e.g. "template" capabilities).
-        self.report_sections: dict[str, Any] = {}
+        # What the check derives from these files (lineage, weights, analyses...): see repo/facts.py.
+        self.facts = Facts(self)
         self._raw: dict[str, bytes | None] = {}
         self._json: dict[str, Any] = {}
         self._json_index: dict[str, jsontext.JsonIndex] = {}

@@ -14,6 +14,7 @@ from hfdoctor.repo import ModelRepo
 from hfdoctor.weights.expected import CannotVerify, ConfigRejected, ExpectedLayout, expected_layout
 from hfdoctor.weights.headers import repo_weights
 from hfdoctor.weights.quantized import quantized_modules
+from hfdoctor.repo.facts import fact
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,10 @@ class Comparison:
         return not (self.missing or self.wrong)
 
 
+@fact
 def compare(repo: ModelRepo) -> Comparison | None:
     """None when there is nothing to compare (no safetensors, no config, quantized weights)."""
-    if hasattr(repo, "_weights_comparison"):
-        return repo._weights_comparison  # type: ignore[attr-defined]
-    result = _compare(repo)
-    repo._weights_comparison = result  # type: ignore[attr-defined]
-    return result
+    return _compare(repo)
 
 
 def _compare(repo: ModelRepo) -> Comparison | None:

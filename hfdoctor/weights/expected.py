@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from hfdoctor.knowledge import registry
 from hfdoctor.bounded.budget import Budget
+from hfdoctor.bounded.memo import memo
 from hfdoctor.bounded.sandbox import Limits, StepGuard, run_bounded
 from hfdoctor.weights.layout import layer_index
 
@@ -42,7 +43,14 @@ MAX_EXPERTS = 8192
 OFFLINE_REFUSAL = "hfdoctor builds configs offline and writes nothing"
 
 class CannotVerify(Exception):
-    """The declared model cannot be built here (unknown architecture, quantized, no torch)."""
+    """The declared model cannot be built here (unknown architecture, quantized, no torch).
+
+    `transient`: only here and now (out of time); another repository may have the time to build it.
+    """
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 class ConfigRejected(Exception):
@@ -172,9 +180,10 @@ NON_SHAPING_CONFIG_KEYS: dict[str, Callable[[Any, dict[str, Any]], bool]] = {
     "hidden_act": lambda v, c: v in ("silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new", "relu"),
     "layer_types": _is_attention_layer_types,
 }
-# Every outcome this process has looked up or built, by config key. Memory only: `check`
-# writes nothing, not even a cache in the user's home.
-_OUTCOMES: dict[str, Outcome] = {}
+# The outcomes this process has looked up or built, by config key, as data (a refusal is kept as
+# its JSON form and raised anew). Memory only: `check` writes nothing, not even a cache in the
+# user's home.
+OUTCOMES = memo("expected layouts", 256)
 
 
 def shaping_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -234,19 +243,19 @@ def expected_layout(config: dict[str, Any], budget: Budget | None = None) -> Exp
     tests/test_weights.py rebuilds it with the installed transformers to catch drift.
     """
     key = config_key(config)
-    result = _OUTCOMES.get(key)
-    if result is None:
+    kept = OUTCOMES.get(key)
+    if kept is None:
         entry = shipped_layouts().get(key)
         if entry is not None:
             result = outcome_from_json(entry)
         else:
             result = build_bounded(config, budget)
-            if isinstance(result, CannotVerify) and getattr(result, "transient", False):
+            if isinstance(result, CannotVerify) and result.transient:
                 raise result  # out of time here: another repository may have the time to build it
-        _OUTCOMES[key] = result
-    if isinstance(result, Exception):
-        raise result
-    return result
+        kept = OUTCOMES.put(key, result if isinstance(result, ExpectedLayout) else outcome_to_json(result))
+    if isinstance(kept, ExpectedLayout):
+        return kept
+    raise outcome_from_json(kept)
 
 
 def build_outcome(config: dict[str, Any]) -> Outcome:
@@ -288,9 +297,7 @@ def build_bounded(config: dict[str, Any], budget: Budget | None = None) -> Outco
         return refused
     seconds = min(BUILD_SECONDS, budget.remaining()) if budget is not None else BUILD_SECONDS
     if seconds < 5:
-        err = CannotVerify("not built: the time budget of this check ran out")
-        err.transient = True  # type: ignore[attr-defined]
-        return err
+        return CannotVerify("not built: the time budget of this check ran out", transient=True)
     result = run_bounded(partial(_build_in_child, config), Limits(total_s=seconds, step_s=seconds,
                                                                    memory_bytes=BUILD_MEMORY, message_bytes=64 << 20))
     if result.messages and isinstance(result.messages[0], dict):
@@ -302,9 +309,8 @@ def build_bounded(config: dict[str, Any], budget: Budget | None = None) -> Outco
                                 "fetched from the Hub), which `check` never does")
         return outcome
     why = "it took longer than {:g} s".format(seconds) if result.failure == "timeout" else (result.failure or "it failed")
-    err = CannotVerify(f"transformers could not build this config on the meta device here: {why}")
-    err.transient = result.failure == "timeout"  # type: ignore[attr-defined]
-    return err
+    return CannotVerify(f"transformers could not build this config on the meta device here: {why}",
+                        transient=result.failure == "timeout")
 
 
 def _refused_early(config: dict[str, Any]) -> CannotVerify | None:

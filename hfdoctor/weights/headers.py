@@ -27,6 +27,7 @@ from hfdoctor.bounded import patterns
 from hfdoctor.bounded.budget import Budget
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
+from hfdoctor.repo.facts import fact
 
 if TYPE_CHECKING:
     from hfdoctor.repo import ModelRepo
@@ -293,11 +294,9 @@ class RepoWeights:
         return tensors
 
 
+@fact
 def repo_weights(repo: "ModelRepo") -> RepoWeights:
-    """Read (once per repo) every safetensors header and spot every lfs pointer."""
-    cached = getattr(repo, "_repo_weights", None)
-    if cached is not None:
-        return cached
+    """Read (once per repo: a fact) every safetensors header and spot every lfs pointer."""
     view = RepoWeights()
     source, budget = repo.source, repo.budget
     tensor_count = 0
@@ -337,5 +336,4 @@ def repo_weights(repo: "ModelRepo") -> RepoWeights:
             if "/" not in rel and rel.endswith(".safetensors")
             and not rel.startswith(("consolidated", "adapter_model"))
         )
-    repo._repo_weights = view  # type: ignore[attr-defined]
     return view

@@ -21,6 +21,7 @@ from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
 from hfdoctor.lint.rules.base import Rule, rule
 from hfdoctor.sources.base import Unreadable
 from hfdoctor.weights.headers import LFS_POINTER_PREFIX, lfs_pointer, repo_weights
+from hfdoctor.repo.facts import fact
 
 
 def _names(imports, limit: int = 4) -> str:
@@ -39,12 +40,10 @@ def _chain(scan, imports, gadgets=(), limit: int = 2) -> str:
     return "; loading does " + " then ".join(f"`{c}`" for c in shown)
 
 
+@fact
 def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
     """rel -> the scan of every model file loaders may unpickle or run (or why it could not be
-    read), once per repository; files of one content (hard links, one blob) scanned once."""
-    cached = getattr(repo, "_model_file_scans", None)
-    if cached is not None:
-        return cached
+    read), once per repository (a fact); files of one content (hard links, one blob) scanned once."""
     view = repo_weights(repo)
     budget, source = repo.budget, repo.source
     scans: dict[str, PickleScan | str] = {}
@@ -68,7 +67,6 @@ def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
         scans[rel] = scan
         if identity is not None:
             by_identity[identity] = scan
-    repo._model_file_scans = scans  # type: ignore[attr-defined]
     return scans
 
 

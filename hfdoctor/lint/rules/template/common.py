@@ -3,15 +3,15 @@ how a finding points into a template (file, JSON pointer, template line).
 
 Every rendering rule reads one TemplateAnalysis per template (hfdoctor.chat.analysis):
 the template is compiled and rendered over the conversation corpus once, in a bounded
-worker process, and the rules compare those renders. The default template's
-capabilities go into the report as its `template` section.
+worker process, and the rules compare those renders (the check reports the default
+template's capabilities as its `template` section: hfdoctor.lint.sections).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hfdoctor.chat import capabilities, corpus
+from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import analyze_source
 from hfdoctor.repo import ModelRepo
 
@@ -33,9 +33,7 @@ def template_sources(repo: ModelRepo) -> list["TemplateSource"]:
 
 
 def analysis_of(repo: ModelRepo, source: "TemplateSource") -> "TemplateAnalysis":
-    analysis = analyze_source(repo, source)
-    publish_capabilities(repo)
-    return analysis
+    return analyze_source(repo, source)
 
 
 def default_template(repo: ModelRepo) -> tuple["TemplateSource", "TemplateAnalysis"] | None:
@@ -47,30 +45,6 @@ def default_template(repo: ModelRepo) -> tuple["TemplateSource", "TemplateAnalys
     if not analysis.compiled or analysis.fatal is not None:
         return None  # TPL003 / TPL004 say why
     return source, analysis
-
-
-def publish_capabilities(repo: ModelRepo) -> None:
-    """Put the default template's capabilities into the report (once)."""
-    if "template" in repo.report_sections or repo.chat_template is None:
-        return
-    source = repo.chat_template
-    analysis = analyze_source(repo, source)
-    section: dict[str, Any] = {"source": source.where}
-    if not analysis.compiled:
-        section["status"] = "does not compile"
-    elif analysis.fatal is not None and analysis.fatal[1].kind == "skipped":
-        section["status"] = "not analysed: the time budget of this check ran out"
-    elif analysis.fatal is not None:
-        section["status"] = "render aborted: " + analysis.fatal[1].kind
-    else:
-        section.update(capabilities.capabilities(analysis))
-        declines = capabilities.declines(analysis)
-        if declines:
-            section["declines"] = declines
-    others = [s.name for s in repo.chat_templates if s.name != "default"]
-    if others:
-        section["other_templates"] = sorted(set(others))
-    repo.report_sections["template"] = section
 
 
 def location(repo: ModelRepo, source: "TemplateSource", template_line: int | None) -> dict[str, Any]:

@@ -14,7 +14,6 @@ special tokens so the two sets of renders are comparable.
 from __future__ import annotations
 
 import hashlib
-import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -26,6 +25,7 @@ from hfdoctor.findings import Facet
 from hfdoctor.knowledge.registry import Variant
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import TemplateLookup, canonical_template
+from hfdoctor.repo.facts import fact
 
 
 @dataclass(frozen=True)
@@ -40,15 +40,11 @@ class UpstreamTemplate:
         return self.variant.template.repo if self.variant.template else "?"
 
 
-_CACHE: "weakref.WeakKeyDictionary[ModelRepo, list[UpstreamTemplate]]" = weakref.WeakKeyDictionary()
-
-
+@fact
 def upstream_templates(repo: ModelRepo) -> list[UpstreamTemplate]:
     """The canonical templates this repository's template should follow (empty when the
     lineage is not certain, or no canonical text can be found)."""
-    if repo not in _CACHE:
-        _CACHE[repo] = _find(repo)
-    return _CACHE[repo]
+    return _find(repo)
 
 
 def candidate_variants(repo: ModelRepo) -> list[Variant]:

@@ -22,11 +22,6 @@ from hfdoctor.weights.layout import looks_like, repo_layout
 EXAMPLES = 3
 
 
-def _note(repo: ModelRepo, key: str, value: object) -> None:
-    """Add to the report's `weights` section (what was and was not checked)."""
-    repo.report_sections.setdefault("weights", {})[key] = value
-
-
 def _layer_pattern(name: str) -> str:
     return re.sub(r"(?<=\.)\d+(?=\.)", "*", name)
 
@@ -125,8 +120,6 @@ def _check_safetensors_index(repo, self: Rule, view, present: set[str], has_safe
         return
     missing = [s for s in shards if s not in present]
     if missing and len(missing) == len(shards) and not has_safetensors:
-        _note(repo, "note", f"{INDEX_FILE} names {len(shards)} shard(s), none of which is in this checkout: "
-                            "weights not checked")
         yield _no_shards(repo, self, INDEX_FILE, shards)
         return
     if missing:
@@ -138,8 +131,6 @@ def _check_safetensors_index(repo, self: Rule, view, present: set[str], has_safe
             file=INDEX_FILE, pointer="/weight_map",
         )
     readable = {s: view.headers[s] for s in shards if s in view.headers}
-    if len(readable) < len(shards) - len(missing):
-        _note(repo, "note", "some shards are unreadable or git-lfs pointers: their tensors were not checked")
     where: dict[str, list[str]] = {}
     for shard, header in readable.items():
         for name in header.tensors:
@@ -228,8 +219,6 @@ def _check_bin_index(repo: ModelRepo, self: Rule, present: set[str]) -> Iterator
     if not missing:
         return
     if len(missing) == len(shards) and not any(f.endswith(".bin") for f in files):
-        _note(repo, "bin_note", f"{BIN_INDEX_FILE} names {len(shards)} shard(s), none of which is in this "
-                                "checkout: not checked")
         if not repo.exists(INDEX_FILE):  # one finding per folder: the safetensors index says it already
             yield _no_shards(repo, self, BIN_INDEX_FILE, shards)
         return
@@ -282,16 +271,11 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     config = repo.config
     layout = repo_layout(repo)
     where = _weights_file(repo)
-    if layout is not None:
-        _note(repo, "layout", layout.describe())
-        _note(repo, "parameters", layout.parameters)
     if comparison.cannot_verify is not None:
-        _note(repo, "matches_config", "not verified")
         yield self.finding(repo, f"cannot verify the weights against config.json: {comparison.cannot_verify}.",
                            file="config.json", severity=Severity.INFO)
         return
     if comparison.rejected is not None:
-        _note(repo, "matches_config", "no: transformers cannot build the declared model")
         yield self.finding(
             repo, f"transformers cannot build the model config.json declares, so these weights cannot be "
             f"loaded (or verified) with it: {comparison.rejected}", file="config.json",
@@ -299,9 +283,6 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     expected, names = comparison.expected, comparison.names
     missing, unexpected, wrong = comparison.missing, comparison.unexpected, comparison.wrong
-    _note(repo, "verified_against", expected.model_class)
-    _note(repo, "matches_config", "yes" if comparison.matches else
-          ("no: they do not load into it" if not comparison.loads else "no: extra tensors, dropped on load"))
     if not (missing or unexpected or wrong):
         return
     problems = []
