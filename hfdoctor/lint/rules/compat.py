@@ -7,7 +7,7 @@ from typing import Iterator
 
 from hfdoctor.compat.assess import Problem, assess, engine_status
 from hfdoctor.lint.edits.json_edits import json_set_value
-from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import Rule, rule
 
@@ -22,7 +22,7 @@ def _findings(repo: ModelRepo, self: Rule, fix_for=None) -> Iterator[Finding]:
         yield self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
                            line=problem.data.get("line"), severity=SEVERITIES[problem.severity],
                            fix=fix_for(repo, problem) if fix_for else None,
-                           facets=tuple(Facet.make(Facet.ENGINE, engine) for engine in problem.audience))
+                           facets=tuple(Facet(FacetKind.ENGINE, engine) for engine in problem.audience))
 
 
 def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
