@@ -62,6 +62,32 @@ class Fix:
         return {"applicability": str(self.applicability), "title": self.title}
 
 
+class FacetKind(enum.Enum):
+    """The kinds of fact about a finding that hfdoctor.lint.policy reads (its table says what each does)."""
+
+    ENGINE = "engine"  # detail: a compat engine key: only that engine is affected
+    UPSTREAM_DESIGN = "upstream-design"  # detail: who: the family's upstream does the same
+    CANONICAL = "canonical"  # detail: the upstream repo: the template is the exact upstream template
+    REASONING_ONLY = "reasoning-only"  # only reasoning/thinking blocks are involved
+    HUB_INFERRED = "hub-inferred"  # a card key the Hub fills in from config.json
+    CAPABILITY = "capability"  # detail: what: a shape the template does not support
+    CHAT_ONLY = "chat-only"  # matters only when the checkpoint is used as a chat model
+    AVOIDABLE = "avoidable"  # detail: how: the usual way of loading does not meet it
+
+
+@dataclass(frozen=True)
+class Facet:
+    """What a rule knows about its finding that decides how loud it should be: a kind, and its
+    detail (the text the policy's severity_reason quotes; "" when the kind says it all).
+
+    hfdoctor.lint.policy maps facets to a severity (only ever lower than the rule's) and a
+    `severity_reason`. A finding states each kind at most once, except ENGINE (once per engine).
+    """
+
+    kind: FacetKind
+    detail: str = ""
+
+
 @dataclass(frozen=True)
 class Finding:
     code: str
@@ -74,7 +100,7 @@ class Finding:
     fix: Fix | None = None
     # Facts about the finding that decide how loud it is (hfdoctor.lint.policy reads them):
     # see Facet. A rule states them; it never lowers its own severity for them.
-    facets: tuple[str, ...] = ()
+    facets: tuple[Facet, ...] = ()
     # Why the finding has this severity, when the policy changed it or kept it for a reason.
     severity_reason: str | None = None
 
@@ -90,32 +116,6 @@ class Finding:
             "message": self.message,
             "fix": self.fix.to_json() if self.fix else None,
         }
-
-
-class Facet:
-    """What a rule knows about its finding that decides how loud it should be.
-
-    A facet is a string: a kind, and after ':' its detail. hfdoctor.lint.policy maps them to a
-    severity (only ever lower than the rule's) and a `severity_reason`.
-    """
-
-    ENGINE = "engine"  # engine:<compat engine key>: only that engine is affected
-    UPSTREAM_DESIGN = "upstream-design"  # upstream-design:<who>: the family's upstream does the same
-    CANONICAL = "canonical"  # canonical:<repo>: the template is the exact upstream template
-    REASONING_ONLY = "reasoning-only"  # only reasoning/thinking blocks are involved
-    HUB_INFERRED = "hub-inferred"  # a card key the Hub fills in from config.json
-    CAPABILITY = "capability"  # capability:<what>: a shape the template does not support
-    CHAT_ONLY = "chat-only"  # matters only when the checkpoint is used as a chat model
-    AVOIDABLE = "avoidable"  # avoidable:<how>: the usual way of loading does not meet it
-
-    @staticmethod
-    def make(kind: str, detail: str = "") -> str:
-        return f"{kind}:{detail}" if detail else kind
-
-    @staticmethod
-    def split(facet: str) -> tuple[str, str]:
-        kind, _, detail = facet.partition(":")
-        return kind, detail
 
 
 @dataclass

@@ -18,6 +18,7 @@ from hfdoctor.compat.portability import template_portability
 from hfdoctor.compat.targets import targeted_engines
 from hfdoctor.repo import ModelRepo
 from hfdoctor.bounded.tokenizing import TokenizerFailed
+from hfdoctor.findings import Severity
 from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import repo_weights
 from hfdoctor.repo.facts import fact
@@ -32,7 +33,10 @@ class Problem:
     rule: str  # the contract rule name that reports it
     engines: dict[str, str]  # engine -> caveat | fails
     why: str
-    severity: str = "warning"  # of the finding: error | warning | info | none (section only)
+    # The severity of the compat rule's finding (hfdoctor.lint.policy may lower it). None: no
+    # finding, the problem is for the compat section only (another rule reports it, or it is
+    # not a fault of the files).
+    severity: Severity | None = Severity.WARNING
     file: str | None = None
     pointer: str | None = None
     data: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # for the rule's fix
@@ -73,7 +77,7 @@ def v5_rope(repo: ModelRepo) -> Iterator[Problem]:
         f"transformers 4.x reads the top-level rope_theta and silently falls back to the default "
         f"{kb.ROPE_THETA_DEFAULT_4X:g}, so every position's rotary frequency is wrong and output degrades without "
         f"an error (vLLM, SGLang and TGI releases that bundle 4.x do the same: vLLM #42624, #44158){scaling}",
-        severity="error", file="config.json", pointer="/rope_parameters", data={"rope_theta": theta})
+        severity=Severity.ERROR, file="config.json", pointer="/rope_parameters", data={"rope_theta": theta})
 
 
 def _known_to_4x(model_type: object) -> bool:
@@ -106,16 +110,16 @@ def model_type_support(repo: ModelRepo) -> Iterator[Problem]:
     if since is None:
         yield Problem("consumer-incompatible", {"transformers-5": "caveat", **_on_4x_stacks("fails")},
                       f"model_type {model_type!r} is unknown to every transformers release hfdoctor knows "
-                      f"(up to {kb.newest_transformers()})", severity="none", file="config.json", pointer="/model_type")
+                      f"(up to {kb.newest_transformers()})", severity=None, file="config.json", pointer="/model_type")
     elif kb.version_key(since) > kb.version_key(kb.latest_4x()):
         yield Problem("consumer-incompatible", _on_4x_stacks("fails"),
                       f"model_type {model_type!r} first appears in transformers {since}: no 4.x release (the newest is "
                       f"{kb.latest_4x()}) can load it, nor can vLLM/SGLang/TGI releases bundling 4.x (vLLM #36217)",
-                      severity="info", file="config.json", pointer="/model_type")
+                      severity=Severity.INFO, file="config.json", pointer="/model_type")
     mlx = kb.mlx_lm_knows(model_type)
     if mlx is not None and not mlx[0]:
         yield Problem("consumer-incompatible", {"mlx-lm": "fails"},
-                      f"mlx-lm {mlx[1]} has no model for model_type {model_type!r}", severity="none")
+                      f"mlx-lm {mlx[1]} has no model for model_type {model_type!r}", severity=None)
 
 
 def template_only_in_jinja(repo: ModelRepo) -> Iterator[Problem]:
@@ -141,7 +145,8 @@ def portability(repo: ModelRepo) -> Iterator[Problem]:
         if verdict.portable:
             continue
         status = "fails" if verdict.outcome == "fails" else "caveat"
-        severity = {"fails": "warning", "differs": "warning", "whitespace": "info"}[verdict.outcome]
+        severity = {"fails": Severity.WARNING, "differs": Severity.WARNING,
+                    "whitespace": Severity.INFO}[verdict.outcome]
         yield Problem("template-portability", {e: status for e in engine_keys.get(verdict.engine, ())},
                       f"{verdict.engine} ({', '.join(verdict.consumers)}): {verdict.detail}",
                       severity=severity, file=source.file, pointer=source.pointer,
@@ -194,7 +199,7 @@ def gguf_conversion(repo: ModelRepo) -> Iterator[Problem]:
         yield Problem("gguf-convert-blocker", {"llama.cpp": "fails"}, audience=("llama.cpp",), why=
                       f"a {model_type} checkpoint without tokenizer.model: llama.cpp's converter builds Gemma "
                       "vocabularies only from the SentencePiece model (unsloth #785, llama.cpp #9673); copy "
-                      "tokenizer.model from the base model", severity="error", file="tokenizer.json")
+                      "tokenizer.model from the base model", severity=Severity.ERROR, file="tokenizer.json")
         return
     if repo.exists("tokenizer.model"):
         return  # the converter takes the SentencePiece path
@@ -218,7 +223,7 @@ def weights_metadata(repo: ModelRepo) -> Iterator[Problem]:
                       f"{len(invalid)} safetensors file(s) have __metadata__ without a `format` transformers 4.x "
                       f"accepts ({invalid[0]}: {fmt!r}; expected one of {', '.join(kb.SAFETENSORS_FORMATS_4X)}): "
                       "every 4.x release refuses to load them (mlx #743); re-save with metadata={'format': 'pt'}",
-                      severity="error", file=invalid[0])
+                      severity=Severity.ERROR, file=invalid[0])
     if missing:
         yield Problem("weights-metadata", {"transformers-4": "caveat", "open-llm-leaderboard": "caveat"},
                       f"{len(missing)} safetensors file(s) have no __metadata__ ({missing[0]}): transformers before "
@@ -255,7 +260,7 @@ def serving_parsers(repo: ModelRepo) -> Iterator[Problem]:
                               f"README.md (line {line}) serves with {flag}, but {', '.join(not_tokens)} "
                               f"{'is' if len(not_tokens) == 1 else 'are'} not single tokens of this vocabulary: vLLM "
                               f"refuses to start ('could not locate ... tokens in the tokenizer!'; {entry['source']})",
-                              severity="error", file="README.md", data={"line": line})
+                              severity=Severity.ERROR, file="README.md", data={"line": line})
                 continue
         if kind == "tool_call" and entry["markers"] and templates \
                 and not any(m in templates for m in entry["markers"]) and _template_does_tools(templates):
@@ -282,7 +287,7 @@ def thinking_markers(repo: ModelRepo) -> Iterator[Problem]:
                       f"{variant.display} reasons inside <think>...</think>, but {', '.join(lost)} "
                       f"{'is' if len(lost) == 1 else 'are'} not single tokens of this vocabulary: the reasoning "
                       "parsers (deepseek_r1, qwen3) refuse to start and the model cannot emit the markers its "
-                      "training used (vLLM #13125)", severity="error",
+                      "training used (vLLM #13125)", severity=Severity.ERROR,
                       file="tokenizer.json" if repo.tokenizer_json is not None else None)
 
 
@@ -303,7 +308,7 @@ def weights_fit(repo: ModelRepo) -> Iterator[Problem]:
                                                               (comparison.wrong, "wrong-shaped")) if names]
         why = (f"the weights do not fit the {comparison.expected.model_class} config.json declares "
                f"({' and '.join(counts)} tensors): loading fails or leaves parameters random")
-    yield Problem("weights-config-mismatch", dict.fromkeys(LOADS_WEIGHTS, "fails"), why, severity="none")
+    yield Problem("weights-config-mismatch", dict.fromkeys(LOADS_WEIGHTS, "fails"), why, severity=None)
 
 
 DETECTORS: tuple[Detector, ...] = (v5_rope, v5_tokenizer_class, model_type_support, template_only_in_jinja,
@@ -341,9 +346,10 @@ def engine_status(repo: ModelRepo, problem: Problem, engine: str) -> str:
     """The problem's status for the engine, as loud as its finding (hfdoctor.lint.policy lowers a
     finding for engines the repository does not target to info)."""
     status = problem.engines[engine]
-    if status != "fails" or problem.severity == "none":
+    if status != "fails" or problem.severity is None:
         return status
-    info = problem.severity == "info" or (problem.audience and not set(problem.audience) & set(targeted_engines(repo)))
+    untargeted = problem.audience and not set(problem.audience) & set(targeted_engines(repo))
+    info = problem.severity == Severity.INFO or untargeted
     return "caveat" if info else status
 
 

@@ -1,41 +1,60 @@
-"""How loud a finding is: severity from evidence.
+"""How loud a finding is: severity from evidence, decided in one place.
 
-Rules state what is true and the facets of it (hfdoctor.findings.Facet); this policy
-decides how loud each finding is, the same way for every rule, and says why in the
-finding's `severity_reason`. It only ever lowers a severity, to info:
+A finding's severity is decided in this order, and nowhere else:
+1. the rule's default: the severity of its `@rule(code, name, severity)`;
+2. the rule's own evidence: a rule may state one finding at another severity than its
+   default (`self.finding(..., severity=...)`: consumer-incompatible's silent rope_theta
+   misread under transformers 4 is an error); the compat detectors state theirs as a
+   Severity too (hfdoctor.compat.assess.Problem; None: the compat section only, no finding);
+3. this policy: a rule also states the facets of its finding (hfdoctor.findings.Facet),
+   facts that decide how loud it should be, and never lowers its own severity for them. The
+   TABLE below maps them to a severity (only ever lower: info) and says why in the
+   finding's `severity_reason`, the same way for every rule;
+4. nothing after it: there is no user override of severity (`--select`/`--ignore` choose
+   rules, `--fail-on` decides which severities fail; neither changes a finding's severity).
 
-- engine: a problem of particular engines (TGI cannot compile the template; llama.cpp's
-  converter refuses the tokenizer) is as loud as the rule says only when the repository
-  shows that it targets one of them (hfdoctor.compat.targets: the card names it, GGUF or
-  ONNX files, tags); otherwise it is info.
-- canonical: a property of the exact upstream template (or an earlier upstream revision
-  of it) is upstream's own design: info, naming the template.
-- upstream-design: a property the family's upstream shares in the same way (its canonical
-  template, its tokenizer's pad token, the markers its template writes as text, the remote
-  code it is only published as): info, "by design of <family> upstream". Never circular:
-  when the upstream it names is the repository itself (its Hub id, or a folder named
-  `<org>--<name>` as the Hugging Face cache and ../shared/upstream name them), the finding
-  keeps its severity: a repository is not evidence of its own design.
-- reasoning-only: when the family is unknown (or only suggested), a divergence that only involves reasoning
-  blocks (dropped from history, pre-filled in the prompt) is read as the template's
-  design: info. Whitespace and format divergences stay warnings: those break models.
-- hub-inferred: card metadata the Hub fills in from config.json: info.
-- capability: an input shape the template does not support, which servers convert
-  before rendering (tool-call arguments as a JSON string): info.
-- avoidable: the usual way of loading never meets the problem (transformers loads the
-  model natively, without the repository's remote code): info, saying how.
-- chat-only: a chat-serving problem of a checkpoint that says it is pre-trained (a base
-  model): info.
-An engine the repository targets keeps the finding's severity, and says so.
+The TABLE is read top to bottom and the first row that matches decides: a row matches when
+the finding has a facet of the row's kind and the row's condition holds. A finding at info
+already, or without facets, is left as it is. The rows, in their order:
+
+1. engine, and no engine named is targeted: a problem of particular engines (TGI cannot
+   compile the template; llama.cpp's converter refuses the tokenizer) is info unless the
+   repository shows that it targets one of them (hfdoctor.compat.targets: the card names
+   it, GGUF or ONNX files, tags).
+2. engine, and an engine named is targeted: keeps the rule's severity, and says so. Rows 1
+   and 2 cover every finding with an engine facet: its other facets are never read.
+3. canonical: a property of the exact upstream template (or an earlier upstream revision
+   of it) is upstream's own design: info, naming the template.
+4. upstream-design, of another repository: a property the family's upstream shares in the
+   same way (its canonical template, its tokenizer's pad token, the markers its template
+   writes as text, the remote code it is only published as): info, "by design of <family>
+   upstream".
+5. reasoning-only, and the family is not known for certain (or only suggested): a
+   divergence that only involves reasoning blocks (dropped from history, pre-filled in the
+   prompt) is read as the template's design: info. Whitespace and format divergences stay
+   warnings: those break models.
+6. hub-inferred: card metadata the Hub fills in from config.json: info.
+7. capability: an input shape the template does not support, which servers convert
+   before rendering (tool-call arguments as a JSON string): info.
+8. avoidable: the usual way of loading never meets the problem (transformers loads the
+   model natively, without the repository's remote code): info, saying how.
+9. chat-only, and the checkpoint says it is pre-trained (a base model): a chat-serving
+   problem of it is info.
+10. upstream-design, of this repository itself: never circular. When the upstream a facet
+   names is the repository itself (its Hub id, or a folder named `<org>--<name>` as the
+   Hugging Face cache and ../shared/upstream name them), the finding keeps its severity and
+   says so: a repository is not evidence of its own design. Last, so that rows 5-9 still
+   lower such a finding for their own reasons.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from hfdoctor import lineage
 from hfdoctor.compat.targets import describe, targeted_engines
-from hfdoctor.findings import Facet, Finding, Severity
+from hfdoctor.findings import FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 
 
@@ -51,6 +70,7 @@ class _Context:
     def __init__(self, repo: ModelRepo):
         self.repo = repo
         self._lineage = None
+        self._targets: dict[str, str] | None = None
 
     @property
     def lineage(self):
@@ -62,7 +82,9 @@ class _Context:
         return self._lineage
 
     def targets(self) -> dict[str, str]:
-        return targeted_engines(self.repo)
+        if self._targets is None:
+            self._targets = targeted_engines(self.repo)
+        return self._targets
 
     def own_names(self) -> list[str]:
         """The Hub ids this repository is known by: its source's repo id, and a folder
@@ -79,38 +101,102 @@ class _Context:
             names.append(f"{org}/{name}")
         return names
 
+    def own_name_in(self, text: str) -> str | None:
+        """The name of this repository that `text` names, if any."""
+        return next((name for name in self.own_names() if _names(text, name)), None)
+
+
+# A row's reason: given the details of the finding's facets of the row's kind (in the
+# finding's order) and the context, the finding's severity_reason, or None where the
+# row's condition does not hold.
+Reason = Callable[[list[str], _Context], str | None]
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: FacetKind  # the facet a finding must have for the row to match
+    condition: str  # what else must hold, in words (the module docstring says the same)
+    lowers_to: Severity | None  # the finding's new severity; None: it keeps the rule's
+    reason: Reason
+
+
+def _no_engine_targeted(engines: list[str], context: _Context) -> str | None:
+    if any(engine in context.targets() for engine in engines):
+        return None
+    return (f"only {describe(engines)} affected, and the repository does not show that it targets it (no mention "
+            "in the card, no files or tags for it)")
+
+
+def _engine_targeted(engines: list[str], context: _Context) -> str | None:
+    targeted = context.targets()
+    hit = next((engine for engine in engines if engine in targeted), None)
+    return None if hit is None else f"the repository targets {describe([hit])}: {targeted[hit]}"
+
+
+def _canonical(details: list[str], context: _Context) -> str:
+    return f"{details[0]}: upstream's own design"
+
+
+def _design_of_another(details: list[str], context: _Context) -> str | None:
+    return None if context.own_name_in(details[0]) else f"by design of {details[0]}"
+
+
+def _family_uncertain(details: list[str], context: _Context) -> str | None:
+    if context.lineage.certain:
+        return None
+    return ("only reasoning blocks differ, and the family is not known for certain (no upstream template to "
+            "compare with): read as the template's design")
+
+
+def _hub_inferred(details: list[str], context: _Context) -> str:
+    return "the Hub infers it from config.json when the card does not say"
+
+
+def _capability(details: list[str], context: _Context) -> str:
+    return details[0] or "a shape the template does not support"
+
+
+def _avoidable(details: list[str], context: _Context) -> str:
+    return details[0]
+
+
+def _pretrained(details: list[str], context: _Context) -> str | None:
+    if context.lineage.stage != "pretrained":
+        return None
+    return "a pre-trained (base) checkpoint: " + "; ".join(context.lineage.stage_evidence)
+
+
+def _design_of_itself(details: list[str], context: _Context) -> str | None:
+    own = context.own_name_in(details[0])
+    if own is None:
+        return None
+    return f"not lowered: the upstream it would be the design of is {own}, this repository itself"
+
+
+TABLE: tuple[Row, ...] = (
+    Row(FacetKind.ENGINE, "no engine named is targeted", Severity.INFO, _no_engine_targeted),
+    Row(FacetKind.ENGINE, "an engine named is targeted", None, _engine_targeted),
+    Row(FacetKind.CANONICAL, "always", Severity.INFO, _canonical),
+    Row(FacetKind.UPSTREAM_DESIGN, "the upstream named is another repository", Severity.INFO, _design_of_another),
+    Row(FacetKind.REASONING_ONLY, "the family is not known for certain", Severity.INFO, _family_uncertain),
+    Row(FacetKind.HUB_INFERRED, "always", Severity.INFO, _hub_inferred),
+    Row(FacetKind.CAPABILITY, "always", Severity.INFO, _capability),
+    Row(FacetKind.AVOIDABLE, "always", Severity.INFO, _avoidable),
+    Row(FacetKind.CHAT_ONLY, "the checkpoint says it is pre-trained", Severity.INFO, _pretrained),
+    Row(FacetKind.UPSTREAM_DESIGN, "the upstream named is this repository itself", None, _design_of_itself),
+)
+
 
 def _judge(finding: Finding, context: _Context) -> Finding:
+    """The finding as the first matching row of TABLE has it (unchanged when none matches)."""
     if not finding.facets or finding.severity == Severity.INFO:
         return finding
-    facets = dict(Facet.split(f) for f in finding.facets if not f.startswith(Facet.ENGINE + ":"))
-    engines = [Facet.split(f)[1] for f in finding.facets if f.startswith(Facet.ENGINE + ":")]
-    if engines:
-        targeted = context.targets()
-        hit = next((e for e in engines if e in targeted), None)
-        if hit is None:
-            return _info(finding, f"only {describe(engines)} affected, and the repository does not show that it "
-                                  "targets it (no mention in the card, no files or tags for it)")
-        return replace(finding, severity_reason=f"the repository targets {describe([hit])}: {targeted[hit]}")
-    if Facet.CANONICAL in facets:
-        return _info(finding, f"{facets[Facet.CANONICAL]}: upstream's own design")
-    if Facet.UPSTREAM_DESIGN in facets:
-        own = next((name for name in context.own_names() if _names(facets[Facet.UPSTREAM_DESIGN], name)), None)
-        if own is None:
-            return _info(finding, f"by design of {facets[Facet.UPSTREAM_DESIGN]}")
-        finding = replace(finding, severity_reason=f"not lowered: the upstream it would be the design of is {own}, "
-                                                   "this repository itself")
-    if Facet.REASONING_ONLY in facets and not context.lineage.certain:
-        return _info(finding, "only reasoning blocks differ, and the family is not known for certain (no upstream "
-                              "template to compare with): read as the template's design")
-    if Facet.HUB_INFERRED in facets:
-        return _info(finding, "the Hub infers it from config.json when the card does not say")
-    if Facet.CAPABILITY in facets:
-        return _info(finding, facets[Facet.CAPABILITY] or "a shape the template does not support")
-    if Facet.AVOIDABLE in facets:
-        return _info(finding, facets[Facet.AVOIDABLE])
-    if Facet.CHAT_ONLY in facets and context.lineage.stage == "pretrained":
-        return _info(finding, "a pre-trained (base) checkpoint: " + "; ".join(context.lineage.stage_evidence))
+    for row in TABLE:
+        details = [facet.detail for facet in finding.facets if facet.kind is row.kind]
+        reason = row.reason(details, context) if details else None
+        if reason is not None:
+            severity = finding.severity if row.lowers_to is None else min(finding.severity, row.lowers_to)
+            return replace(finding, severity=severity, severity_reason=reason)
     return finding
 
 
@@ -124,7 +210,3 @@ def _names(text: str, repo_id: str) -> bool:
             return True
         start = text.find(repo_id, start + 1)
     return False
-
-
-def _info(finding: Finding, why: str) -> Finding:
-    return replace(finding, severity=Severity.INFO, severity_reason=why)

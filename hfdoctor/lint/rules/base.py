@@ -15,7 +15,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from hfdoctor.findings import Finding, Fix, Severity
+from hfdoctor.findings import Facet, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 
 CheckFn = Callable[["ModelRepo", "Rule"], Iterable[Finding]]
@@ -68,7 +68,7 @@ class Rule:
         line: int | None = None,
         severity: Severity | None = None,
         fix: Fix | None = None,
-        facets: Iterable[str] = (),
+        facets: Iterable[Facet] = (),
     ) -> Finding:
         """Build a finding of this rule; the line is found from the pointer when not given."""
         if line is None and file is not None and pointer is not None:

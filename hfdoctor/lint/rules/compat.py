@@ -7,22 +7,22 @@ from typing import Iterator
 
 from hfdoctor.compat.assess import Problem, assess, engine_status
 from hfdoctor.lint.edits.json_edits import json_set_value
-from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import Rule, rule
-
-SEVERITIES = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
 
 
 def _findings(repo: ModelRepo, self: Rule, fix_for=None) -> Iterator[Finding]:
     for problem in assess(repo):
-        if problem.rule != self.name or problem.severity not in SEVERITIES:
+        if problem.rule != self.name:
             continue
+        if problem.severity is None:
+            continue  # the compat section's only: not a fault this rule reports (Problem.severity)
         affected = ", ".join(f"{engine} {engine_status(repo, problem, engine)}" for engine in problem.engines)
         yield self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
-                           line=problem.data.get("line"), severity=SEVERITIES[problem.severity],
+                           line=problem.data.get("line"), severity=problem.severity,
                            fix=fix_for(repo, problem) if fix_for else None,
-                           facets=tuple(Facet.make(Facet.ENGINE, engine) for engine in problem.audience))
+                           facets=tuple(Facet(FacetKind.ENGINE, engine) for engine in problem.audience))
 
 
 def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:

@@ -13,7 +13,7 @@ import io
 
 from hfdoctor.knowledge import registry
 from hfdoctor.compat import knowledge as kb
-from hfdoctor.findings import Facet, Finding, Severity
+from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.modelfiles.result import PickleScan
 from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
 from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
@@ -300,15 +300,16 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             since = "the installed release"
         native = (f" transformers has a native {model_type} implementation (since {since}): load without "
                   "trust_remote_code." if since else "")
-        facets = (Facet.make(Facet.AVOIDABLE, f"transformers loads {model_type} natively since {since}, without "
-                                              "this code"),) if since else ()
+        facets = (Facet(FacetKind.AVOIDABLE, f"transformers loads {model_type} natively since {since}, without "
+                                             "this code"),) if since else ()
         only_remote = registry.remote_code_family(model_type) if rel == "config.json" and not since else None
         if only_remote is None and rel == "tokenizer_config.json" and not since:
             only_remote = registry.remote_code_family((repo.config or {}).get("model_type"))
         if only_remote is not None:  # the family exists only as its maker's remote code
-            facets = (Facet.make(Facet.UPSTREAM_DESIGN, f"{only_remote.display} upstream ({only_remote.remote_code_repo} "
-                                                        f"is published only as remote code: transformers has no "
-                                                        f"native {model_type or 'implementation'})"),)
+            facets = (Facet(FacetKind.UPSTREAM_DESIGN, f"{only_remote.display} upstream "
+                                                       f"({only_remote.remote_code_repo} is published only as remote "
+                                                       f"code: transformers has no native "
+                                                       f"{model_type or 'implementation'})"),)
         auto_class, ref = refs[0]
         yield self.finding(
             repo,

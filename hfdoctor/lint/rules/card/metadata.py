@@ -7,7 +7,7 @@ from typing import Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.knowledge import registry
 from hfdoctor.lint.edits.card_edits import card_set_base_model
-from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import Rule, rule
 
@@ -135,7 +135,7 @@ def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             inferred = key in HUB_INFERS and _hub_can_infer(repo)
             yield self.finding(repo, f"the model card has no `{key}`: " + (HUB_INFERS[key] if inferred else why) + ".",
                                file="README.md", line=1,
-                               facets=(Facet.HUB_INFERRED,) if inferred else ())
+                               facets=(Facet(FacetKind.HUB_INFERRED),) if inferred else ())
 
 
 # What the Hub fills in itself from a transformers config.json (huggingface.js

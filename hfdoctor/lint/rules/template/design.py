@@ -21,7 +21,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor.knowledge import registry
 from hfdoctor.chat.analysis import analyze
 from hfdoctor.chat.render_plan import TemplateAnalysis
-from hfdoctor.findings import Facet
+from hfdoctor.findings import Facet, FacetKind
 from hfdoctor.knowledge.registry import Variant
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import TemplateLookup, canonical_template
@@ -78,14 +78,14 @@ def exact_upstream(text: str) -> str | None:
 
 
 def design_facets(repo: ModelRepo, analysis: TemplateAnalysis,
-                  shows_same: Callable[[TemplateAnalysis], bool]) -> list[str]:
-    """[canonical:...] when the template is upstream's own; [upstream-design:...] when a
+                  shows_same: Callable[[TemplateAnalysis], bool]) -> list[Facet]:
+    """[a CANONICAL facet] when the template is upstream's own; [an UPSTREAM_DESIGN facet] when a
     canonical template of the family `shows_same` property; else []."""
     exact = exact_upstream(analysis.text)
     if exact is not None:
-        return [Facet.make(Facet.CANONICAL, exact)]
+        return [Facet(FacetKind.CANONICAL, exact)]
     for upstream in upstream_templates(repo):
         if upstream.analysis.text != analysis.text and shows_same(upstream.analysis):
-            return [Facet.make(Facet.UPSTREAM_DESIGN,
-                               f"{upstream.family_display} upstream (the {upstream.repo_id} template does the same)")]
+            return [Facet(FacetKind.UPSTREAM_DESIGN,
+                          f"{upstream.family_display} upstream (the {upstream.repo_id} template does the same)")]
     return []

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.bounded import patterns
 from hfdoctor.chat import capabilities, corpus
-from hfdoctor.findings import Facet, Finding, Severity
+from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import shipped_template
 from hfdoctor.lint.rules.base import Rule, rule
@@ -185,7 +185,7 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
                     repo,
                     f"the {source.name!r} template crashes on {shapes_text(names)}: {error.describe()}"
                     f"{quoted_line(source, line)}." + _crash_hint(analysis, set(names), error),
-                    severity=Severity.WARNING, facets=(Facet.make(Facet.CAPABILITY, STRING_ARGUMENTS),),
+                    severity=Severity.WARNING, facets=(Facet(FacetKind.CAPABILITY, STRING_ARGUMENTS),),
                     **location(repo, source, line),
                 )
                 continue
@@ -317,8 +317,8 @@ def _foreign_to_upstream(upstream: tuple[str, list[str]] | None, marker: str, em
     return family if upstream_markers and upstream_markers <= set(emitted) else None
 
 
-def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[str, ...]:
-    """[upstream-design:...] when the family's own upstream template writes `marker` as plain
+def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[Facet, ...]:
+    """(an UPSTREAM_DESIGN facet,) when the family's own upstream template writes `marker` as plain
     text too (TinyLlama-Chat's `<|user|>`, the R1 distills' tool markers): the registry says
     which upstream, and the family must be known for certain (never from this template alone)."""
     lineage = lineage_mod.detect(repo)
@@ -328,8 +328,8 @@ def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[str, ...]:
     if upstream is None or (variant is not None and variant.template is not None and len(fam.variants) > 1
                             and variant.template.repo != upstream):
         return ()
-    return (Facet.make(Facet.UPSTREAM_DESIGN, f"{fam.display} upstream (the {upstream} template writes {marker} as "
-                                              "text, not as a token)"),)
+    return (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display} upstream (the {upstream} template writes {marker} as "
+                                             "text, not as a token)"),)
 
 
 def _closest(marker: str, tokens: list[str]) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat import capabilities, corpus
 from hfdoctor.lint.edits.template_edits import upstream_replacement
-from hfdoctor.findings import Facet, Finding, Severity
+from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import Rule, rule
 from hfdoctor.lint.rules.template.common import (
@@ -72,7 +72,7 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "conversation does nothing. Emit the header only in `{% if add_generation_prompt %}`."
             + (" (No upstream template of this family is known here to tell whether it is its design.)"
                if unverified else ""),
-            file=source.file, pointer=source.pointer, facets=[Facet.CHAT_ONLY, *facets],
+            file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY), *facets],
             severity=Severity.INFO if unverified else None,
         )
         return
@@ -84,7 +84,7 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         f"the chat template {reads} renders the same prompt with add_generation_prompt=True as without, while a "
         f"reply is preceded by {header!r} in the full render: served prompts end before that assistant header, so "
         "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`.",
-        file=source.file, pointer=source.pointer, facets=[Facet.CHAT_ONLY],
+        file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY)],
     )
 
 
@@ -274,7 +274,7 @@ def template_kwarg_crash(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 f"the {source.name!r} template reads {variable!r} and crashes when it is not passed "
                 f"({shapes_text(names)}): every request without chat_template_kwargs={{{variable!r}: ...}} fails. "
                 f"Give it a default: `{{% set {variable} = {variable} | default(...) %}}`.",
-                **location(repo, source, lines[variable]), facets=[Facet.CHAT_ONLY],
+                **location(repo, source, lines[variable]), facets=[Facet(FacetKind.CHAT_ONLY)],
             )
         crashed: dict[tuple, list[str]] = {}
         for (name, gen, kwargs), outcome in analysis.renders.items():
@@ -289,7 +289,7 @@ def template_kwarg_crash(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 repo,
                 f"the {source.name!r} template crashes when {mode_text(dict(kwargs))} is passed ({shapes_text(names)}): "
                 f"{described}. Clients that send this kwarg get HTTP 500.",
-                severity=Severity.WARNING, **location(repo, source, line), facets=[Facet.CHAT_ONLY],
+                severity=Severity.WARNING, **location(repo, source, line), facets=[Facet(FacetKind.CHAT_ONLY)],
             )
 
 

@@ -12,7 +12,7 @@ from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.render_plan import has_generation_tag, render_key
 from hfdoctor.chat.consistency import Vocabulary
 from hfdoctor.lint.edits.template_edits import replace_template_fix
-from hfdoctor.findings import Facet, Finding, Severity
+from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, line_of_text, location, mode_text
@@ -77,8 +77,8 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-def _facets(repo: ModelRepo, analysis, reasoning_only: bool, same_way) -> list[str]:
-    facets = [Facet.CHAT_ONLY] + ([Facet.REASONING_ONLY] if reasoning_only else [])
+def _facets(repo: ModelRepo, analysis, reasoning_only: bool, same_way) -> list[Facet]:
+    facets = [Facet(FacetKind.CHAT_ONLY)] + ([Facet(FacetKind.REASONING_ONLY)] if reasoning_only else [])
     return facets + design_facets(repo, analysis, same_way)
 
 

@@ -9,7 +9,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat.analysis import analyze
 from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_set_value
-from hfdoctor.findings import Applicability, Edit, Facet, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
 from hfdoctor.lint.rules.base import Rule, rule
 
@@ -104,7 +104,7 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     upstream = fam.upstream_pad_token if fam is not None and lineage.certain else None
     # A config.json or generation_config.json naming another pad id contradicts the tokenizer
     # inside this repository: never a design, whatever upstream does (SmolLM3-3B's own files).
-    design = (Facet.make(Facet.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
+    design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
         if upstream is not None and upstream[0] == pad and not safe else ()
     yield self.finding(
         repo,

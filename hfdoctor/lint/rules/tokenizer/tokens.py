@@ -9,7 +9,7 @@ from hfdoctor.lineage.adapter_base import adapter_base
 from hfdoctor.knowledge import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list
-from hfdoctor.findings import Edit, Facet, Finding, Fix, Severity
+from hfdoctor.findings import Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
 from hfdoctor.lint.rules.base import Rule, rule
 
@@ -386,7 +386,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         f"Add {found.token_id} to {source}'s eos_token_id.",
         file=source, pointer="/eos_token_id",
         severity=Severity.ERROR if chat else Severity.WARNING,
-        fix=_add_eos_fix(repo, source, found.token_id), facets=(Facet.CHAT_ONLY,),
+        fix=_add_eos_fix(repo, source, found.token_id), facets=(Facet(FacetKind.CHAT_ONLY),),
     )
 
 
@@ -423,7 +423,7 @@ def _adapter_turn_end(repo: ModelRepo, self: Rule, needed: tuple[str, ...], temp
         "PEFT, vLLM (--enable-lora) and TGI take the stop ids from the base, so replies run past the end of the "
         f"turn until max_tokens. An adapter cannot change them: serve it with {token!r} as a stop token, or "
         "train it on the base's template.",
-        file=template.file, pointer=template.pointer, severity=Severity.WARNING, facets=(Facet.CHAT_ONLY,),
+        file=template.file, pointer=template.pointer, severity=Severity.WARNING, facets=(Facet(FacetKind.CHAT_ONLY),),
     )
 
 
