@@ -1,0 +1,157 @@
+"""One check, one context: a repository's facts, the content memos, the sections, the entry point.
+
+- what a check derives from a repository lives in `repo.facts` (hfdoctor/repo/facts.py), computed
+  once; nothing else is set on a ModelRepo from outside, and no module keeps a table per repository;
+- content memos are bounded, cleared by one call, and never hold an exception;
+- the report's sections come from the check, so `--select` does not drop them.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import ROOT
+from hfdoctor import lineage
+from hfdoctor.bounded import memo
+from hfdoctor.findings import Report
+from hfdoctor.lint.check import check_target
+from hfdoctor.repo import ModelRepo
+from hfdoctor.repo.facts import fact
+
+PACKAGE = ROOT / "hfdoctor"
+TINY_THINKER = ROOT / "fixtures" / "tiny-thinker"
+UPSTREAM_QWEN3 = ROOT.parent / "shared" / "upstream" / "Qwen--Qwen3-8B"
+
+calls: list[str] = []
+
+
+@fact
+def _counted(repo: ModelRepo) -> str:
+    calls.append(repo.source.label)
+    return f"fact of {repo.source.label}"
+
+
+def test_a_fact_is_computed_once_per_repository(tmp_path):
+    calls.clear()
+    first, second = ModelRepo(tmp_path), ModelRepo(tmp_path)
+    assert _counted(first) is _counted(first) and len(calls) == 1
+    _counted(second)  # another repository object: its own facts
+    assert len(calls) == 2
+    assert any(name.endswith("_counted") for name in first.facts.known())
+
+
+def test_a_fact_that_raises_is_not_kept(tmp_path):
+    attempts: list[int] = []
+
+    def flaky(repo: ModelRepo) -> int:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise OSError("transient")
+        return len(attempts)
+
+    repo = ModelRepo(tmp_path)
+    with pytest.raises(OSError):
+        repo.facts.get(flaky)
+    assert repo.facts.peek(flaky) is None
+    assert repo.facts.get(flaky) == 2 and repo.facts.get(flaky) == 2
+
+
+def test_a_fact_that_asks_for_itself_is_a_bug_said_at_once(tmp_path):
+    def loop(repo: ModelRepo) -> int:
+        return repo.facts.get(loop)
+
+    with pytest.raises(RuntimeError, match="asked for itself"):
+        ModelRepo(tmp_path).facts.get(loop)
+
+
+def test_lineage_is_a_fact_of_the_repository():
+    repo = ModelRepo(UPSTREAM_QWEN3)
+    assert lineage.detect(repo) is lineage.detect(repo)
+    assert "hfdoctor.lineage.detect" in repo.facts.known()
+
+
+def _modules() -> list[tuple[str, ast.AST]]:
+    return [(str(p.relative_to(ROOT)), ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_nothing_is_set_on_a_repository_from_outside():
+    """`repo.x = ...` belongs to ModelRepo itself; a module that needs to keep something about a
+    repository declares a fact (no `# type: ignore[attr-defined]` on ModelRepo)."""
+    offenders = []
+    for rel, tree in _modules():
+        if rel.startswith("hfdoctor/repo/"):
+            continue
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign)) else []
+            for target in targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "repo":
+                    offenders.append(f"{rel}:{node.lineno} repo.{target.attr}")
+    assert offenders == []
+
+
+def test_no_module_keeps_a_table_per_repository():
+    """No WeakKeyDictionary (or any dict) keyed by repositories at module level."""
+    offenders = [rel for rel, tree in _modules() for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and node.attr in ("WeakKeyDictionary", "WeakValueDictionary")]
+    assert offenders == []
+
+
+def test_content_memos_are_bounded_and_cleared_by_one_call():
+    table = memo.memo("test: squares", 3)
+    for n in range(10):
+        assert table.lookup(n, lambda n=n: n * n) == n * n
+    assert len(table) == 3 and 9 in table and 0 not in table  # the least recently used went first
+    assert memo.sizes()["test: squares"] == 3
+    memo.clear()
+    assert len(table) == 0 and all(size == 0 for size in memo.sizes().values())
+
+
+def test_a_memo_never_holds_an_exception():
+    table = memo.memo("test: failures", 4)
+    with pytest.raises(TypeError, match="exception"):
+        table.put("key", ValueError("kept?"))
+    tries: list[int] = []
+
+    def failing() -> int:
+        tries.append(1)
+        raise ValueError("not kept")
+
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            table.lookup("other", failing)
+    assert len(tries) == 2 and "other" not in table
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers()), max_size=60), st.integers(1, 8))
+def test_a_memo_keeps_the_most_recently_used(operations, bound):
+    table: memo.Memo[int, int] = memo.Memo("property", bound)
+    recent: list[int] = []
+    for key, value in operations:
+        table.put(key, value)
+        recent = [k for k in recent if k != key] + [key]
+    assert len(table) == min(bound, len(recent))
+    assert all(key in table for key in recent[-bound:])
+
+
+def test_every_section_is_reported_whatever_is_selected():
+    """The template and weights sections are computed by the check, not by the rules that
+    happen to run: `--select TOK` reports the same sections as a full check."""
+    full = check_target(str(TINY_THINKER))
+    only_tokenizer = check_target(str(TINY_THINKER), select=["TOK"])
+    assert isinstance(full, Report) and isinstance(only_tokenizer, Report)
+    assert {"template", "weights"} <= set(full.sections)
+    assert only_tokenizer.sections == full.sections
+    assert all(f.code.startswith("TOK") for f in only_tokenizer.findings)
+
+
+def test_one_entry_point_for_cli_survey_and_tests():
+    """The survey and the CLI reach a report through check_target, as the tests do."""
+    from hfdoctor import survey
+
+    assert survey.check_target is check_target
+    assert not hasattr(survey, "check_one")
