@@ -19,7 +19,7 @@ import sys
 
 from hfdoctor import __version__
 
-from hfdoctor.cli.common import DESCRIPTION
+from hfdoctor.cli.common import DESCRIPTION, CommandError, report_error
 from hfdoctor.cli.parsers import COMMANDS, HOOK_COMMANDS, SUMMARIES
 
 def group_parser(prog: str, description: str, commands: dict[str, object]) -> argparse.ArgumentParser:
@@ -57,13 +57,30 @@ def parse(argv: list[str]) -> argparse.Namespace:
     raise SystemExit(2)
 
 
+def exit_code_of(err: Exception) -> int | None:
+    """The one map from the errors a command may end with to its exit code (CONTRACT: 2, the job
+    could not be done); None: not an error a command ends with, a bug of hfdoctor."""
+    from hfdoctor.cli.hook import HookError
+    from hfdoctor.sources.base import SourceError
+
+    if isinstance(err, (CommandError, HookError, SourceError)):
+        return 2
+    return None
+
+
 def run(argv: list[str]) -> int:
     """Parse ARGV and run its command: the exit code (tests call this in-process)."""
     try:
         args = parse(argv)
         return int(args.command(args) or 0)
-    except SystemExit as stop:  # help, a usage error, fail()
+    except SystemExit as stop:  # help, a usage error of argparse
         return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 2)
+    except Exception as err:
+        code = exit_code_of(err)
+        if code is None:
+            raise
+        report_error(str(err))
+        return code
 
 
 def main() -> None:

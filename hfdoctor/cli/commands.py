@@ -111,7 +111,7 @@ def fix(args: argparse.Namespace) -> int:
     hub = [t for t in targets if not os.path.isdir(t)]
     fail_on = Severity.parse(args.fail_on)
     if args.pr or (args.diff and hub):
-        from hfdoctor.fix.cli_hub import run_hub_fix
+        from hfdoctor.cli.hub import run_hub_fix
 
         return run_hub_fix(targets, pr=args.pr, diff=args.diff, dry_run=args.dry_run, unsafe_fixes=args.unsafe_fixes,
                            select=selects, ignore=ignores, upstream=up, jobs=args.jobs,
@@ -190,13 +190,10 @@ def hook_install(args: argparse.Namespace) -> int:
     working tree is never read. A pre-push hook that was already there (git-lfs's, which
     uploads the LFS objects; pre-commit's) is kept and runs after hfdoctor's check passes,
     so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
-    from hfdoctor.cli.hook import HookError, install_pre_push, lfs_advice
+    from hfdoctor.cli.hook import install_pre_push, lfs_advice
     from hfdoctor.report.text import say
 
-    try:
-        path, chained = install_pre_push(args.repo, fail_on=args.fail_on)
-    except HookError as err:
-        fail(str(err))
+    path, chained = install_pre_push(args.repo, fail_on=args.fail_on)  # a HookError: exit 2 (cli.exit_code_of)
     say(stdout_console(), f"installed {path}")  # a checkout's path, a kept hook's name: shown inert
     say(stdout_console(), lfs_advice(args.repo, chained))
     return 0
@@ -204,13 +201,10 @@ def hook_install(args: argparse.Namespace) -> int:
 
 def hook_uninstall(args: argparse.Namespace) -> int:
     """Remove hfdoctor's pre-push hook and restore the hook it kept (git-lfs's, pre-commit's)."""
-    from hfdoctor.cli.hook import HookError, uninstall_pre_push
+    from hfdoctor.cli.hook import uninstall_pre_push
     from hfdoctor.report.text import say
 
-    try:
-        path, restored = uninstall_pre_push(args.repo)
-    except HookError as err:
-        fail(str(err))
+    path, restored = uninstall_pre_push(args.repo)  # a HookError: exit 2 (cli.exit_code_of)
     say(stdout_console(), f"restored {path} (the hook that was there before hfdoctor's)" if restored
         else f"removed {path}")
     return 0

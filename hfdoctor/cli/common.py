@@ -36,12 +36,20 @@ def stderr_console():
     return Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
 
 
+class CommandError(Exception):
+    """A usage error, or a job hfdoctor could not do: its message goes to stderr, exit 2."""
+
+
 def fail(message: str) -> NoReturn:
-    """A usage error or a failure of hfdoctor itself: message on stderr, exit 2."""
+    """End the command with `message` on stderr and exit 2 (cli.run prints it)."""
+    raise CommandError(message)
+
+
+def report_error(message: str) -> None:
+    """`error: message` on stderr, the message shown inert (names from outside)."""
     from hfdoctor.report.text import line
 
-    stderr_console().print(line(("error:", "bold red"), " ", message))  # names from outside, shown inert
-    raise SystemExit(2)
+    stderr_console().print(line(("error:", "bold red"), " ", message))
 
 
 def split_list(values: Optional[list[str]]) -> list[str]:
