@@ -428,5 +428,6 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
-RULES: list[Rule] = [unsafe_pickle, pickle_training_state, embedded_pickle, pickle_not_proven_safe, pickle_unscannable,
-                     not_a_pickle, unsafe_pickle_in_history, remote_code, unsafe_model_file]
+# SEC004-SEC009 were part of SEC001 until 0.4.
+RULES: list[Rule] = [unsafe_pickle, remote_code, unsafe_model_file, pickle_training_state, embedded_pickle,
+                     pickle_not_proven_safe, pickle_unscannable, not_a_pickle, unsafe_pickle_in_history]

@@ -3,7 +3,8 @@
 These were one rule, TOK001 special-token-missing, until 0.4: each kind of finding now has
 its own code, and each answers to TOK001 as an alias (`--select`/`--ignore TOK001` still
 take them all). TOK001 keeps the core case: a named special token is not in the vocabulary.
-They are listed in the order the one rule emitted them, so reports keep their order.
+Their codes follow the order the one rule emitted its findings in, so a report lists the
+findings of one file and line in the order it did before the split.
 """
 
 from __future__ import annotations
