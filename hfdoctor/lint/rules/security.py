@@ -241,7 +241,7 @@ def pickle_unscannable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Why: imports after the point where reading stopped are unknown. A damaged (truncated)
     pickle also stops torch.load there, after what was scanned, so this is a warning; a
-    pickle that already imports code is SEC001.
+    pickle that already imports code is SEC001, and one a bound stopped is SEC006.
 
     Example: a pytorch_model.bin the user may not read (Permission denied); a .pkl cut off
     in the middle of an opcode.

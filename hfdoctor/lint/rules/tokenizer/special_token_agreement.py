@@ -65,9 +65,10 @@ def special_tokens_map_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding
     Severity: warning; info when tokenizer_config.json's value is null and the legacy
     layout lets the map supply the token (transformers uses the map's).
 
-    Example: Mistral-7B-Instruct-v0.2 with "pad_token": "<unk>" added to
-    special_tokens_map.json only (its tokenizer_config.json has added_tokens_decoder, so
-    transformers has no pad token; tools that read the map pad with <unk>).
+    Example: Mistral-7B-Instruct-v0.2, whose tokenizer_config.json says "pad_token": null,
+    with "pad_token": "<unk>" added to its special_tokens_map.json: tokenizer_config.json
+    has added_tokens_decoder, so transformers has no pad token, while tools that read the
+    map pad with <unk> (warning).
 
     Fix: none automatic; make the two files name the same tokens (`save_pretrained()`
     writes both).
