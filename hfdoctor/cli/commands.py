@@ -208,11 +208,11 @@ def hook_install(args: argparse.Namespace) -> int:
 
     For each pushed ref, every rule judges the pushed commit (--git-rev: the tip, what gets
     served), and the blob rules (lfs-attributes: plain blobs over 10 MiB;
-    unsafe-pickle-in-history: pickles that import code) also judge every blob that the pushed commits add
-    (remote..local; every commit no remote has for a new branch), each blob once. The
-    working tree is never read. A pre-push hook that was already there (git-lfs's, which
-    uploads the LFS objects; pre-commit's) is kept and runs after hfdoctor's check passes,
-    so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
+    unsafe-pickle-in-history: pickles that import code) also judge every blob that the
+    pushed commits add (remote..local; every commit no remote has for a new branch), each
+    blob once. The working tree is never read. A pre-push hook that was already there
+    (git-lfs's, which uploads the LFS objects; pre-commit's) is kept and runs after
+    hfdoctor's check passes, so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
     from hfdoctor.cli.hook import HookError, install_pre_push, lfs_advice
     from hfdoctor.report.text import say
 
