@@ -75,6 +75,12 @@ def test_explain_an_old_code_lists_the_rules_it_stands_for():
     assert "now stands for" not in run_cli("explain", "TOK002").stdout
 
 
+def test_rules_json_gives_each_rule_its_aliases():
+    rules = {r["code"]: r for r in json.loads(run_cli("rules", "--format", "json").stdout)}
+    assert rules["TOK010"]["aliases"] == ["TOK001"] and rules["SEC005"]["aliases"] == ["SEC001"]
+    assert rules["TOK001"]["aliases"] == [] and rules["TPL001"]["aliases"] == []
+
+
 def test_rules_markdown_says_what_each_old_code_stands_for():
     out = run_cli("rules", "--markdown").stdout
     for old, split in (("TOK001", TOK001_SPLIT), ("SEC001", SEC001_SPLIT)):

@@ -160,8 +160,8 @@ def list_rules(args: argparse.Namespace) -> int:
                   f"{r.summary.replace('|', chr(92) + '|')} |")
         print(split_codes_markdown())
     elif args.format == "json":
-        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary}
-                          for r in ALL_RULES], indent=2))
+        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary,
+                           "aliases": list(r.aliases)} for r in ALL_RULES], indent=2))
     else:
         console = stdout_console()
         for r in ALL_RULES:
