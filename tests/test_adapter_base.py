@@ -220,7 +220,7 @@ def test_stock_trainer_argument_classes_are_known(tmp_path, module, name, base):
 
     package, cls = base.split(":")
     folder = _save_args_as(tmp_path, module, name, getattr(importlib.import_module(package), cls))
-    [finding] = findings(folder, ["SEC001"])
+    [finding] = findings(folder, ["SEC004"])
     assert str(finding.severity) == "info" and f"{module}.{name}" in finding.message
 
 

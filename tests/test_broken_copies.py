@@ -169,7 +169,7 @@ def test_eos_id_beyond_vocab(copy_upstream):
     gen = load(folder / "generation_config.json")
     gen["eos_token_id"] = [151645, 999999]
     dump(folder / "generation_config.json", gen)
-    assert_fires(folder, "special-token-missing")
+    assert_fires(folder, "special-token-id-unknown")
 
 
 def test_added_token_renamed(copy_upstream):

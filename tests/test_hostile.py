@@ -133,7 +133,7 @@ def test_files_the_user_cannot_read_are_findings(tmp_path, monkeypatch):
     by_rule = {f.rule: f for f in report.findings}
     assert "tokenizer.json cannot be read: Permission denied" in by_rule["file-unreadable"].message
     assert "secret/" in by_rule["check-incomplete"].message and "cannot be listed" in by_rule["check-incomplete"].message
-    assert "pytorch_model.bin cannot be read to scan it" in by_rule["unsafe-pickle"].message
+    assert "pytorch_model.bin cannot be read to scan it" in by_rule["pickle-unscannable"].message
 
 
 def test_node_modules_are_taken_only_from_outside_the_repository(tmp_path, monkeypatch):

@@ -74,7 +74,7 @@ def test_safetensors_and_gguf_are_compared(tmp_path):
     eos = tmp_path / "eos"
     shutil.copytree(QWEN3, eos)
     write_gguf(eos / "model-Q8_0.gguf", QWEN3, (QWEN3 / "chat_template.jinja").read_text(), eos="<|endoftext|>")
-    [finding] = findings(eos, "TOK001")
+    [finding] = findings(eos, "TOK009")
     assert finding.file == "model-Q8_0.gguf" and "eos_token is '<|endoftext|>'" in finding.message
     other = tmp_path / "template"
     shutil.copytree(QWEN3, other)

@@ -80,7 +80,7 @@ def test_an_intermediate_pickle_payload_blocks_the_push(pushed_repo):
     added = add_then_remove(repo, "optimizer.pt", pickle.dumps(Payload(), protocol=2))
     proc = push(repo)
     assert proc.returncode != 0, proc.stdout + proc.stderr
-    assert "unsafe-pickle" in proc.stdout and added[:12] in proc.stdout and "system" in proc.stdout
+    assert "unsafe-pickle-in-history" in proc.stdout and added[:12] in proc.stdout and "system" in proc.stdout
 
 
 def test_clean_history_pushes_and_pushed_commits_are_not_judged_again(pushed_repo):

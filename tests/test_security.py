@@ -245,8 +245,8 @@ def test_training_state_is_info(tmp_path):
     torch.save(torch.nn.Linear(2, 2), tmp_path / "layer.pt")
     found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
     assert sorted((f.file, f.rule, str(f.severity)) for f in found) == [
-        ("args.bin", "unsafe-pickle", "info"), ("layer.pt", "unsafe-pickle", "info"),
-        ("training_args.bin", "unsafe-pickle", "info")], [f.message for f in found]
+        ("args.bin", "pickle-training-state", "info"), ("layer.pt", "pickle-training-state", "info"),
+        ("training_args.bin", "pickle-training-state", "info")], [f.message for f in found]
     by_file = {f.file: f.message for f in found}
     assert "argparse.Namespace" in by_file["args.bin"] and "weights_only" in by_file["args.bin"]
     assert "transformers.training_args.TrainingArguments" in by_file["training_args.bin"]
@@ -266,8 +266,9 @@ def test_not_a_pickle_and_hostile_lengths(tmp_path):
     found, internal = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
     assert not internal
     by_file = {f.file: f for f in found}
-    assert str(by_file["random.bin"].severity) == "info"
-    assert str(by_file["huge.pkl"].severity) == "error" and "not proven safe" in by_file["huge.pkl"].message
+    assert (by_file["random.bin"].code, str(by_file["random.bin"].severity)) == ("SEC008", "info")
+    assert (by_file["huge.pkl"].code, str(by_file["huge.pkl"].severity)) == ("SEC006", "error")
+    assert "not proven safe" in by_file["huge.pkl"].message
 
 
 def test_zip_bomb_of_pickles_is_read_within_one_budget(tmp_path):
@@ -290,7 +291,7 @@ def test_zip_bomb_of_pickles_is_read_within_one_budget(tmp_path):
     assert scan.unproven and len(scan.unproven) <= 13, scan.unproven
     assert scan.bytes_left >= 0
     found, _ = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
-    assert [(f.rule, str(f.severity)) for f in found] == [("unsafe-pickle", "error")]
+    assert [(f.rule, str(f.severity)) for f in found] == [("pickle-not-proven-safe", "error")]
     assert "not proven safe" in found[0].message
 
 

@@ -220,12 +220,12 @@ def test_a_content_branch_that_only_formats_is_not_a_backdoor(copy_upstream):
 def test_config_and_generation_config_ids_that_disagree():
     # DeepSeek's own distill keeps Qwen2.5's bos in config.json: true, and harmless (info).
     report, _ = check_json(UPSTREAM / "deepseek-ai--DeepSeek-R1-Distill-Qwen-32B")
-    bos = [f for f in by_rule(report, "special-token-missing") if "bos_token_id" in f["message"]]
+    bos = [f for f in by_rule(report, "special-token-ids-mismatch") if "bos_token_id" in f["message"]]
     assert [f["severity"] for f in bos] == ["info"] and "151643" in bos[0]["message"]
     # Upstream eos lists that extend config.json's (Qwen3-8B, gpt-oss) are not disagreements.
     for name in ("Qwen--Qwen3-8B", "openai--gpt-oss-20b", "meta-llama--Llama-3.1-8B-Instruct"):
         report, _ = check_json(UPSTREAM / name)
-        assert not [f for f in by_rule(report, "special-token-missing") if "generation_config.json's is" in f["message"]]
+        assert not by_rule(report, "special-token-ids-mismatch")
 
 
 def test_eos_ids_that_share_nothing_are_a_warning(copy_upstream):
@@ -233,6 +233,6 @@ def test_eos_ids_that_share_nothing_are_a_warning(copy_upstream):
     generation = json.loads((folder / "generation_config.json").read_text())
     generation["eos_token_id"] = [151643]  # config.json says 151645
     (folder / "generation_config.json").write_text(json.dumps(generation))
-    found = [f for f in by_rule(check_json(folder)[0], "special-token-missing") if "config.json's eos_token_id" in f["message"]]
+    found = [f for f in by_rule(check_json(folder)[0], "special-token-ids-mismatch") if "eos_token_id" in f["message"]]
     assert [f["severity"] for f in found] == ["warning"]
     assert "151645 (<|im_end|>)" in found[0]["message"] and "151643 (<|endoftext|>)" in found[0]["message"]

@@ -158,9 +158,10 @@ def list_rules(args: argparse.Namespace) -> int:
             # The anchor is each rule's helpUri in SARIF (hfdoctor.report.sarif.rule_help_uri).
             print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | '
                   f"{r.summary.replace('|', chr(92) + '|')} |")
+        print(split_codes_markdown())
     elif args.format == "json":
-        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary}
-                          for r in ALL_RULES], indent=2))
+        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary,
+                           "aliases": list(r.aliases)} for r in ALL_RULES], indent=2))
     else:
         console = stdout_console()
         for r in ALL_RULES:
@@ -168,15 +169,37 @@ def list_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def split_codes_markdown() -> str:
+    """The old codes that were split, under the rule table: each still selects and ignores its rules."""
+    from hfdoctor.lint.rules import find_rule, split_codes
+
+    lines = ["\nOld codes split in 0.4 stay aliases: `--select`, `--ignore` and `explain` take them, and they stand for"
+             " every rule split from them."]
+    for old, rules in split_codes().items():
+        was = find_rule(old)
+        lines.append(f"- {old}" + (f" (`{was.name}`)" if was is not None else "") + ": "
+                     + ", ".join(f"[{r.code}](#{r.code.lower()}) `{r.name}`" for r in rules))
+    return "\n".join(lines)
+
+
 def explain(args: argparse.Namespace) -> int:
     """Print a rule's documentation."""
-    from hfdoctor.lint.rules import find_rule
+    from hfdoctor.lint.rules import alias_names, find_rule, standing_for
 
     found = find_rule(args.rule)
     if found is None:
         fail(f"unknown rule {args.rule!r} (see `hfdoctor rules`)")
     print(f"{found.code} {found.name} (default severity: {found.severity})\n")
     print(found.doc)
+    split = standing_for(args.rule)
+    if split:  # an old code: say every rule it still selects and ignores
+        print(f"\n{args.rule.strip()} was one rule before 0.4; it now stands for these (--select and --ignore "
+              "take them all):")
+        for r in split:
+            print(f"  {r.code} {r.name}: {r.summary}")
+    elif found.aliases:
+        print(f"\nAlias: {', '.join(alias_names(found))} (the code this rule was split from; --select and --ignore "
+              "take it).")
     return 0
 
 
@@ -184,12 +207,12 @@ def hook_install(args: argparse.Namespace) -> int:
     """Install a git pre-push hook that runs `hfdoctor check` on what each push carries.
 
     For each pushed ref, every rule judges the pushed commit (--git-rev: the tip, what gets
-    served), and the blob rules (lfs-attributes: plain blobs over 10 MiB; unsafe-pickle:
-    pickles that import code) also judge every blob that the pushed commits add
-    (remote..local; every commit no remote has for a new branch), each blob once. The
-    working tree is never read. A pre-push hook that was already there (git-lfs's, which
-    uploads the LFS objects; pre-commit's) is kept and runs after hfdoctor's check passes,
-    so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
+    served), and the blob rules (lfs-attributes: plain blobs over 10 MiB;
+    unsafe-pickle-in-history: pickles that import code) also judge every blob that the
+    pushed commits add (remote..local; every commit no remote has for a new branch), each
+    blob once. The working tree is never read. A pre-push hook that was already there
+    (git-lfs's, which uploads the LFS objects; pre-commit's) is kept and runs after
+    hfdoctor's check passes, so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
     from hfdoctor.cli.hook import install_pre_push, lfs_advice
     from hfdoctor.report.text import say
 

@@ -7,7 +7,8 @@ official OASIS schema with URI formats):
   RFC 3986 (spaces, '#', '%', non-ASCII, undecodable bytes); a path outside it is an
   absolute file:// URI; a Hub file is its https://huggingface.co/.../blob/<commit>/ URL;
 - the driver has an `informationUri`, each rule a `helpUri` (its row of the README's
-  rule table) and a PascalCase `name` (the contract name is kept in `properties`);
+  rule table) and a PascalCase `name` (the contract name is kept in `properties`); a rule
+  split from an old code lists it in `deprecatedIds` (and its name in `deprecatedNames`);
 - a file-level result has a region: its first line;
 - the text is I-JSON: a lone surrogate in a message becomes U+FFFD, the raw bytes go in the
   result's `properties.message_raw` (hex), as `<key>_raw` does in the JSON output.
@@ -23,7 +24,8 @@ from urllib.parse import quote
 from hfdoctor import __version__
 from hfdoctor.findings import Finding, Report, Severity, TargetError
 from hfdoctor.report.inert import dumps, has_surrogate, raw_bytes
-from hfdoctor.lint.rules import ALL_RULES
+from hfdoctor.lint.rules import ALL_RULES, find_rule
+from hfdoctor.lint.rules.base import Rule
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -39,6 +41,16 @@ def rule_help_uri(code: str) -> str:
 
 def pascal_case(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("-"))
+
+
+def deprecated(r: Rule) -> dict[str, list[str]]:
+    """SARIF's deprecatedIds/deprecatedNames (2.1.0, 3.49.4 and 3.49.8): the old code a rule was
+    split from, so dashboards carry results of the old id over to each rule split from it."""
+    old = [code for code in r.aliases if code != r.code]
+    if not old:
+        return {}
+    names = [pascal_case(was.name) for was in (find_rule(code) for code in old) if was is not None and was is not r]
+    return {"deprecatedIds": old, **({"deprecatedNames": names} if names else {})}
 
 
 def encode_path(path: str) -> str:
@@ -99,6 +111,7 @@ def write_sarif(reports: list[Report | TargetError], cwd: Path | None = None) ->
             "helpUri": rule_help_uri(r.code),
             "defaultConfiguration": {"level": LEVEL[r.severity]},
             "properties": {"name": r.name},
+            **deprecated(r),
         }
         for r in ALL_RULES
     ]

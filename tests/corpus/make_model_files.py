@@ -486,17 +486,17 @@ def embedded_samples() -> list[Sample]:
     stage1 = pickle.dumps({"stage2": inner}, protocol=4)
     return [
         Sample("embedded-raw", "model.pkl", pickle.dumps({"weights": [1, 2], "hidden": inner}, protocol=4), "embedded",
-               ("unsafe-pickle", "warning"), "a payload pickle stored as bytes",
+               ("embedded-pickle", "warning"), "a payload pickle stored as bytes",
                f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_raw.pkl"),
         Sample("embedded-base64", "model.pkl",
                pickle.dumps({"encoded": base64.b64encode(inner).decode()}, protocol=4), "embedded",
-               ("unsafe-pickle", "warning"), "a payload pickle stored base64-encoded",
+               ("embedded-pickle", "warning"), "a payload pickle stored base64-encoded",
                f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_base64.pkl"),
         Sample("embedded-hex", "model.pkl", pickle.dumps({"encoded": inner.hex()}, protocol=4), "embedded",
-               ("unsafe-pickle", "warning"), "a payload pickle stored hex-encoded",
+               ("embedded-pickle", "warning"), "a payload pickle stored hex-encoded",
                f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_hex.pkl"),
         Sample("embedded-multistage", "model.pkl", pickle.dumps({"stage1": stage1}, protocol=4), "embedded",
-               ("unsafe-pickle", "warning"), "a pickle holding a pickle holding the payload",
+               ("embedded-pickle", "warning"), "a pickle holding a pickle holding the payload",
                f"{MODELAUDIT} tests/assets/samples/pickles/nested_pickle_multistage.pkl"),
     ]
 
@@ -735,7 +735,7 @@ def hostile_7z_digest_counts(folder: Path) -> tuple[str, str] | None:
     """10,000 folders each declaring 10,000 files with CRCs: 10**8 digests in a 100 KB header."""
     payload = reduce_pickle(eval, ("1+1",), 4)
     (folder / "model.7z").write_bytes(seven_zip_folders([payload] * 10_000, digests_per_folder=10_000))
-    return ("unsafe-pickle", "error")
+    return ("pickle-not-proven-safe", "error")
 
 
 def hostile_7z_many_folders(folder: Path) -> tuple[str, str] | None:
@@ -745,7 +745,7 @@ def hostile_7z_many_folders(folder: Path) -> tuple[str, str] | None:
     harmless = pickle.dumps({"w": 1}, protocol=2)
     (folder / "model.7z").write_bytes(seven_zip_folders(
         [harmless] * 1_999 + [reduce_pickle(eval, ("1+1",), 4)], bz2_folders=(bz2_zeros(5), 5 * 40 * 2**20, 3_000)))
-    return ("unsafe-pickle", "error")
+    return ("pickle-not-proven-safe", "error")
 
 
 def hostile_7z_corrupt(folder: Path) -> tuple[str, str] | None:
@@ -756,7 +756,7 @@ def hostile_7z_corrupt(folder: Path) -> tuple[str, str] | None:
     data[12:32] = start
     data[8:12] = struct.pack("<I", zlib.crc32(start))
     (folder / "model.7z").write_bytes(bytes(data))
-    return ("unsafe-pickle", "error")
+    return ("pickle-not-proven-safe", "error")
 
 
 def hostile_nested_loaders(folder: Path) -> tuple[str, str] | None:
@@ -766,7 +766,7 @@ def hostile_nested_loaders(folder: Path) -> tuple[str, str] | None:
     for _ in range(20):
         inner = torch_zip(_load_from_bytes(inner))
     (folder / "pytorch_model.bin").write_bytes(inner)
-    return ("unsafe-pickle", "error")
+    return ("pickle-not-proven-safe", "error")
 
 
 def hostile_zip_bz2_member(folder: Path) -> tuple[str, str] | None:
@@ -776,14 +776,14 @@ def hostile_zip_bz2_member(folder: Path) -> tuple[str, str] | None:
     size = 40 * 40 * 2**20
     bomb = bz2_zeros(40, head=b"\x80\x04\x8e" + struct.pack("<Q", size - 12))
     (folder / "pytorch_model.bin").write_bytes(zip_raw("archive/data.pkl", zipfile.ZIP_BZIP2, bomb, 0, size))
-    return ("unsafe-pickle", "error")
+    return ("pickle-not-proven-safe", "error")
 
 
 def hostile_gzip_wrapped_zip(folder: Path) -> tuple[str, str] | None:
     """A gzip of 1 GB of zeros then a torch zip with a payload: the zip's central directory is
     at the end of the decompressed stream, past any bound (it used to read as clean)."""
     (folder / "model.pt.gz").write_bytes(gzip_pieces([2**30, torch_zip(reduce_pickle(eval, ("1+1",), 4))]))
-    return ("unsafe-pickle", "error")
+    return ("pickle-not-proven-safe", "error")
 
 
 def hostile_tar_pax_redos(folder: Path) -> tuple[str, str] | None:
@@ -818,7 +818,7 @@ def hostile_tar_budget(folder: Path) -> tuple[str, str] | None:
     at = 512 + big
     tail = second.tobuf(tarfile.USTAR_FORMAT) + payload + bytes(-len(payload) % 512) + bytes(1024)
     _sparse(folder / "model.pth.tar", at + len(tail), {0: header + pickle_head, 512 + big - 1: b".", at: tail})
-    return ("unsafe-pickle", "error")
+    return ("pickle-not-proven-safe", "error")
 
 
 def hostile_int_base_zero(folder: Path) -> tuple[str, str] | None:

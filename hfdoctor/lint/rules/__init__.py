@@ -34,14 +34,47 @@ def find_rule(key: str) -> Rule | None:
     return None
 
 
+def alias_names(r: Rule) -> tuple[str, ...]:
+    """The old codes a rule answers to, with the names those codes had (a code keeps its name
+    when one of the rules split from it keeps the code: TOK001 special-token-missing)."""
+    names: list[str] = []
+    for alias in r.aliases:
+        names.append(alias)
+        old = next((other for other in ALL_RULES if other.code == alias), None)
+        if old is not None:
+            names.append(old.name)
+    return tuple(names)
+
+
+def standing_for(key: str) -> list[Rule]:
+    """The rules an old code or name stands for since it was split (TOK001 -> TOK001, TOK007...),
+    in registry order; empty when no rule was split from it."""
+    key = key.strip().lower()
+    split = [r for r in ALL_RULES if key in (a.lower() for a in alias_names(r))]
+    if not split:
+        return []
+    old = find_rule(key)
+    return ([old] if old is not None and old not in split else []) + split
+
+
+def split_codes() -> dict[str, list[Rule]]:
+    """Each old code that was split, and the rules it stands for (itself first where it kept a rule)."""
+    olds = dict.fromkeys(alias for r in ALL_RULES for alias in r.aliases)
+    return {old: standing_for(old) for old in olds}
+
+
 def matches(r: Rule, selector: str) -> bool:
-    """--select/--ignore: a code, a name, or a prefix of either (TPL, TPL0, chat-template)."""
+    """--select/--ignore: a code, a name, or a prefix of either (TPL, TPL0, chat-template).
+
+    A rule split from an old code also answers to that code and its name, prefix included,
+    so a selector keeps taking every finding it took before the split (`--ignore TOK001`)."""
     selector = selector.strip().lower()
     if not selector:
         return False
     if selector.upper() == "ALL":
         return True
-    return r.code.lower().startswith(selector) or r.name.startswith(selector)
+    keys = (r.code.lower(), r.name, *(a.lower() for a in alias_names(r)))
+    return any(key.startswith(selector) for key in keys)
 
 
 def selected_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> list[Rule]:

@@ -18,7 +18,7 @@ from hfdoctor.modelfiles.result import PickleScan
 from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
 from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.sources.base import Unreadable
 from hfdoctor.weights.headers import LFS_POINTER_PREFIX, lfs_pointer, repo_weights
 from hfdoctor.repo.facts import fact
@@ -75,9 +75,30 @@ def _renamed(scan: PickleScan, rel: str) -> PickleScan:
     return dataclasses.replace(scan, file=rel)
 
 
-@rule("SEC001", "unsafe-pickle", Severity.ERROR)
+OLD_CODE = ("SEC001",)
+
+
+def _pickle_scans(repo: ModelRepo) -> Iterator[tuple[str, PickleScan]]:
+    """The scans of files that are (or hold) pickles: not those that could not be read, nor
+    files that turned out to be neither a pickle nor a torch zip with nothing found in them."""
+    for rel, scan in model_file_scans(repo).items():
+        if isinstance(scan, str):
+            continue
+        if scan.kind == "not-pickle" and not scan.imports and not scan.problems and not scan.unproven:
+            continue
+        yield rel, scan
+
+
+def _runs_code(scan: PickleScan) -> tuple[list, list, list, list]:
+    """(dangerous, unlisted imports, attribute writes, nested loads of bytes built at load time)."""
+    gadgets = [c for c in scan.calls if c.text.startswith("set attributes of ")]
+    loads = [c for c in scan.calls if c.origin in NESTED_LOADERS]  # a nested load of bytes we could not read
+    return scan.by_verdict("dangerous"), scan.by_verdict("unlisted"), gadgets, loads
+
+
+@rule("SEC001", "unsafe-pickle", Severity.ERROR, fix=FixAvailability.NONE)
 def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """A pickle-based file imports what rebuilding tensors does not need (nested, compressed and archived pickles too).
+    """A pickle that loaders run imports what rebuilding tensors does not need (nested, compressed and archived pickles too).
 
     Why: unpickling calls whatever the pickle names. torch.load(weights_only=False),
     pickle.load, joblib, numpy.load(allow_pickle=True) and older transformers versions run
@@ -88,53 +109,29 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     zips, `.zip`, `.tar`, `.pth.tar`, `.7z`), told apart by content, never by name alone.
     It walks the pickle opcodes without unpickling, runs the pickle machine on symbolic
     values to resolve every import and call, and judges imports against an allowlist (as
-    fickling and torch's weights_only loader do), never a denylist alone:
+    fickling and torch's weights_only loader do), never a denylist alone: anything that is
+    not one of torch's tensor/storage rebuilders, dtypes, OrderedDict or numpy arrays, and
+    not a known training-state class (SEC004), is an error. The message names the imports
+    and the call chain loading would run (e.g.
+    `numpy.size(numpy.size, 'eval')('__import__("os").system("id")')`). The container
+    tricks count as what the loader runs: a pickle in front of a torch zip (torch.load
+    unpickles the front), zip members read from their local headers whatever the central
+    directory's name, the CRC or the encryption flag say (torch ignores all three), every
+    member of a legacy torch tar, and the bytes `torch.storage._load_from_bytes` loads
+    (scanned as a file of their own).
 
-    - error: anything that is not one of torch's tensor/storage rebuilders, dtypes,
-      OrderedDict or numpy arrays, and not a known training-state class; the message
-      names the imports and the call chain loading would run (e.g.
-      `numpy.size(numpy.size, 'eval')('__import__("os").system("id")')`). The container
-      tricks count as what the loader runs: a pickle in front of a torch zip (torch.load
-      unpickles the front), zip members read from their local headers whatever the
-      central directory's name, the CRC or the encryption flag say (torch ignores all
-      three), every member of a legacy torch tar, and the bytes
-      `torch.storage._load_from_bytes` loads (scanned as a file of their own);
-    - error, "not proven safe": a bound stopped the scan where a pickle is or may be (over
-      the 64 MB / 2 million opcodes hfdoctor reads of one file, past the check's time or
-      read budget, archives or nested loads more than 4 deep, a decompression bomb or more
-      than 256 MB decompressed in memory) or an archive's content cannot be read (a damaged
-      7z or tar, a member hfdoctor cannot decompress): what was not read may run anything;
-    - warning: a pickle stored as data inside the file (raw bytes, base64 or hex in a
-      string) that imports what it must not: loading the file does not run it, code that
-      unpickles that field does; and a pickle that is itself damaged (truncated: loading
-      stops there, after what was scanned);
-    - info: only known training-state classes (transformers' TrainingArguments and
-      accelerate's state in training_args.bin, TRL configs, scikit-learn estimators,
-      torch.nn layers), which run no code when rebuilt but make
-      torch.load(weights_only=True) refuse the file. These decisions are data, each with
-      where the class was seen (upstream_templates/pickle_classes.json).
+    Until 0.4 this code also covered the findings that are now SEC004 to SEC009;
+    `--select SEC001` and `--ignore SEC001` still take them all.
 
     Example: pytorch_model.bin whose data.pkl imports posix.system; a .pkl importing
-    `mlflow.pyfunc.load_model`; a model.7z holding such a pickle (error); training_args.bin
-    holding a pickled transformers.TrainingArguments (info).
+    `mlflow.pyfunc.load_model`; a model.7z holding such a pickle (picklescan's and
+    modelaudit's test files, re-created in tests/corpus/make_model_files.py).
 
-    Fix: none automatic; do not load a file with an error here. Convert trusted weights
-    to safetensors, which holds data only.
+    Fix: none automatic; do not load the file. Convert trusted weights to safetensors,
+    which holds data only.
     """
-    for rel, scan in model_file_scans(repo).items():
-        if isinstance(scan, str):
-            yield self.finding(repo, f"{rel} cannot be read to scan it: {scan}", file=rel, severity=Severity.WARNING)
-            continue
-        if scan.kind == "not-pickle" and not scan.imports and not scan.problems and not scan.unproven:
-            if rel.endswith(PICKLE_SUFFIXES):
-                yield self.finding(
-                    repo, f"{rel} is neither a pickle nor a torch zip archive: not scanned (torch.load cannot read it).",
-                    file=rel, severity=Severity.INFO,
-                )
-            continue
-        dangerous, unlisted, known = (scan.by_verdict(v) for v in ("dangerous", "unlisted", "known"))
-        gadgets = [c for c in scan.calls if c.text.startswith("set attributes of ")]
-        loads = [c for c in scan.calls if c.origin in NESTED_LOADERS]  # a nested load of bytes we could not read
+    for rel, scan in _pickle_scans(repo):
+        dangerous, unlisted, gadgets, loads = _runs_code(scan)
         if dangerous or gadgets or loads:
             yield self.finding(
                 repo,
@@ -154,7 +151,28 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 "whatever it does. Do not load it unless you trust its author; prefer safetensors.",
                 file=rel,
             )
-        elif known:
+
+
+@rule("SEC004", "pickle-training-state", Severity.INFO, fix=FixAvailability.NONE, aliases=OLD_CODE)
+def pickle_training_state(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A pickle holds only known training-state classes beyond tensors (TrainingArguments, TRL configs, torch.nn layers).
+
+    Why: these classes (transformers' TrainingArguments and accelerate's state in
+    training_args.bin, TRL configs, scikit-learn estimators, torch.nn layers) run no code
+    when rebuilt, but they make torch.load(weights_only=True) refuse the file, and
+    weights_only=False trusts it completely. These decisions are data, each with where
+    the class was seen (upstream_templates/pickle_classes.json). A pickle that also
+    imports anything else is SEC001.
+
+    Example: training_args.bin as transformers' Trainer writes it (torch.save of a
+    transformers.training_args.TrainingArguments); a torch.nn.Linear saved whole.
+
+    Fix: none automatic; prefer safetensors for anything a loader needs.
+    """
+    for rel, scan in _pickle_scans(repo):
+        dangerous, unlisted, gadgets, loads = _runs_code(scan)
+        known = scan.by_verdict("known")
+        if known and not (dangerous or unlisted or gadgets or loads):
             yield self.finding(
                 repo,
                 f"{rel} pickles training state beyond tensors ({_names(known)}): these classes run no code when "
@@ -162,6 +180,23 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 "completely. Prefer safetensors for anything a loader needs.",
                 file=rel, severity=Severity.INFO,
             )
+
+
+@rule("SEC005", "embedded-pickle", Severity.WARNING, fix=FixAvailability.NONE, aliases=OLD_CODE)
+def embedded_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A file stores a pickle as data (raw bytes, base64 or hex in a string) that imports what it must not.
+
+    Why: loading the file does not run the stored pickle, but code that unpickles that
+    field does (a multistage payload: a pickle holding a pickle is followed a few levels
+    deep). Up to two such fields are reported per file.
+
+    Example: model.pkl holding {"weights": [1, 2], "hidden": <a pickle that calls
+    builtins.print>}, or the same payload base64- or hex-encoded (modelaudit's
+    nested_pickle_raw/base64/hex/multistage test files).
+
+    Fix: none automatic; remove the field, or treat it as hostile.
+    """
+    for rel, scan in _pickle_scans(repo):
         for where, imports in embedded_imports(scan)[:2]:
             yield self.finding(
                 repo,
@@ -169,6 +204,25 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 "run it, but code that unpickles that field does. Remove it, or treat the field as hostile.",
                 file=rel, severity=Severity.WARNING,
             )
+
+
+@rule("SEC006", "pickle-not-proven-safe", Severity.ERROR, fix=FixAvailability.NONE, aliases=OLD_CODE)
+def pickle_not_proven_safe(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A bound stopped the scan of a file where a pickle is or may be: it is not proven safe.
+
+    Why: what was not read may run anything when loaded. The bounds: over the 64 MB / 2
+    million opcodes hfdoctor reads of one file, past the check's time or read budget,
+    archives or nested loads more than 4 deep, a decompression bomb or more than 256 MB
+    decompressed in memory, or an archive whose content cannot be read (a damaged 7z or
+    tar, a member hfdoctor cannot decompress). A file that already runs code is SEC001.
+
+    Example: huge.pkl whose BINBYTES8 opcode claims 2**62 bytes; a torch zip of 12
+    pickles of 16 MB each (a zip bomb of pickles, stopped at the 64 MB budget).
+
+    Fix: none automatic; do not load it unless you trust its author; prefer safetensors.
+    """
+    for rel, scan in _pickle_scans(repo):
+        dangerous, _, gadgets, loads = _runs_code(scan)
         if scan.unproven and not (dangerous or gadgets or loads):
             yield self.finding(
                 repo, f"{rel} is not proven safe: {scan.unproven[0]}"
@@ -177,21 +231,73 @@ def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 "author; prefer safetensors.",
                 file=rel,
             )
-        elif scan.problems and not (dangerous or gadgets or unlisted or loads):
+
+
+@rule("SEC007", "pickle-unscannable", Severity.WARNING, fix=FixAvailability.NONE, aliases=OLD_CODE)
+def pickle_unscannable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A file loaders unpickle cannot be read, or its pickle is damaged, so it could not be fully scanned.
+
+    Why: imports after the point where reading stopped are unknown. A damaged (truncated)
+    pickle also stops torch.load there, after what was scanned, so this is a warning; a
+    pickle that already imports code is SEC001, and one a bound stopped is SEC006.
+
+    Example: a pytorch_model.bin the user may not read (Permission denied); a .pkl cut off
+    in the middle of an opcode.
+
+    Fix: none automatic; re-download or re-save the file, then check it again.
+    """
+    for rel, scan in model_file_scans(repo).items():
+        if isinstance(scan, str):
+            yield self.finding(repo, f"{rel} cannot be read to scan it: {scan}", file=rel, severity=Severity.WARNING)
+    for rel, scan in _pickle_scans(repo):
+        dangerous, unlisted, gadgets, loads = _runs_code(scan)
+        if scan.problems and not scan.unproven and not (dangerous or gadgets or unlisted or loads):
             yield self.finding(
                 repo, f"{rel} could not be fully scanned ({scan.problems[0]}): imports after that point are unknown.",
                 file=rel, severity=Severity.WARNING,
             )
-    yield from _pushed_pickles(repo, self)
+
+
+@rule("SEC008", "not-a-pickle", Severity.INFO, fix=FixAvailability.NONE, aliases=OLD_CODE)
+def not_a_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A file named like a pickle (`*.bin`, `*.pt`, `*.pkl`...) is neither a pickle nor a torch zip archive.
+
+    Why: torch.load cannot read it, so nothing in it runs either; it is not scanned. It
+    is often another format under a pickle's name, or random data.
+
+    Example: random.bin holding bytes 7 to 199 repeated (tests/test_security.py).
+
+    Fix: none automatic; rename the file to its real format, or remove it.
+    """
+    for rel, scan in model_file_scans(repo).items():
+        if isinstance(scan, str) or scan.kind != "not-pickle" or scan.imports or scan.problems or scan.unproven:
+            continue
+        if rel.endswith(PICKLE_SUFFIXES):
+            yield self.finding(
+                repo, f"{rel} is neither a pickle nor a torch zip archive: not scanned (torch.load cannot read it).",
+                file=rel, severity=Severity.INFO,
+            )
 
 
 # What one pushed blob of an earlier commit may cost to read (the scanner reads 64 MB of a file).
 PUSHED_BLOB_LIMIT = 64 * 1024 * 1024
 
 
-def _pushed_pickles(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """Pickles that earlier commits of a push add (pre-push, --git-since): a payload removed
-    by a later commit is still pushed, and stays downloadable by revision."""
+@rule("SEC009", "unsafe-pickle-in-history", Severity.ERROR, fix=FixAvailability.NONE, aliases=OLD_CODE)
+def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """An earlier commit of a push adds a pickle that imports code, though a later commit removes or replaces it.
+
+    Why: the push still carries the blob, and anyone can load it by revision. Judged when
+    hfdoctor checks a push (the pre-push hook, `--git-since`): each blob the pushed
+    commits add is scanned once, up to 64 MB; git-lfs pointers are skipped (the object
+    itself is not in the push).
+
+    Example: commit A adds model.pkl importing os.system, commit B replaces it with a
+    clean file, and both are pushed (tests/test_pushed_history.py).
+
+    Fix: none automatic; rewrite the history before pushing (git rebase -i, or git
+    filter-repo).
+    """
     source = repo.source
     for blob in getattr(source, "pushed", ()):
         if not scanned(blob.path) or blob.size > PUSHED_BLOB_LIMIT:
@@ -321,4 +427,6 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
-RULES: list[Rule] = [unsafe_pickle, remote_code, unsafe_model_file]
+# SEC004-SEC009 were part of SEC001 until 0.4.
+RULES: list[Rule] = [unsafe_pickle, remote_code, unsafe_model_file, pickle_training_state, embedded_pickle,
+                     pickle_not_proven_safe, pickle_unscannable, not_a_pickle, unsafe_pickle_in_history]
