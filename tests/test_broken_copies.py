@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from conftest import UPSTREAM, check_json, rules_fired, run_cli
 
 
