@@ -141,7 +141,7 @@ def test_minijinja_renders_like_transformers():
 
     folder = UPSTREAM / "Qwen--Qwen3-8B"
     template = (folder / "chat_template.jinja").read_text()
-    result = engines.run_minijinja(template, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+    _, result = engines.reference_and_minijinja(template, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
     assert result.compile_error is None and not result.errors
     tokenizer = AutoTokenizer.from_pretrained(folder)
     from hfdoctor.chat import corpus
