@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hfdoctor.bounded.parsing import MAX_DEPTH, ParseError, gc_paused, load_json, load_yaml
+from hfdoctor.bounded.parsing import MAX_DEPTH, ParseError, gc_paused, load_json, load_yaml, nesting_exceeds
 
 # Strings full of what the bracket counter must see through: brackets, quotes, backslashes.
 tricky_text = st.text(alphabet='[]{}"\\ab:,', max_size=8)
@@ -19,6 +19,27 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(tricky_text, inner, max_size=3),
     max_leaves=30,
 )
+
+
+def depth(value) -> int:
+    if isinstance(value, list):
+        return 1 + max((depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((depth(v) for v in value.values()), default=0)
+    return 0
+
+
+@given(json_values, st.integers(0, 8), st.booleans())
+def test_nesting_exceeds_is_the_depth_of_the_value(value, limit, ascii_only):
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert nesting_exceeds(text.encode("utf-8"), limit) is (depth(value) > limit)
+
+
+def test_objects_and_arrays_nested_in_turn_count_every_level():
+    # Before: one pass deleted `[]` and then the `{}` that left, so this counted as 100 deep.
+    alternating = '{"a": [' * 100 + "]}" * 100
+    with pytest.raises(ParseError, match="nested deeper than"):
+        load_json(alternating)
 
 
 @given(json_values)
