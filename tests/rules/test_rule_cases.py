@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from hfdoctor.knowledge.upstream import Upstream
 from hfdoctor.lint.check import check_target
 from hfdoctor.lint.rules import find_rule
-from rule_case import RuleCase, base_folder, load_cases, materialise, mismatches
+from rule_case import UPSTREAM, RuleCase, base_folder, load_cases, materialise, mismatches
 
 CASES = load_cases(Path(__file__).resolve().parent)
+# Upstream files come from ../shared/upstream only: never the Hub, never this machine's cache.
+OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +38,7 @@ def shared_bases(tmp_path_factory):
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_rule_case(case: RuleCase, shared_bases, tmp_path):
     folder = materialise(case, shared_bases(case.base), tmp_path)
-    report = check_target(str(folder), select=[case.code])
+    report = check_target(str(folder), select=[case.code], upstream=OFFLINE)
     assert not report.internal_errors, report.internal_errors
     problems = mismatches([f.to_json() for f in report.findings], case)
     assert not problems, "\n".join(problems)
