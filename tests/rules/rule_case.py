@@ -24,7 +24,7 @@ CASE_KEYS = {"name", "why", "base", "patch", "expect"}
 EXPECT_KEYS = {"code", "count", "severity", "file", "line", "pointer", "pointer_prefix", "fix", "fix_title",
                "message_contains", "severity_reason"}
 REQUIRED_EXPECT_KEYS = ("severity", "file", "fix")  # and pointer or pointer_prefix
-PATCH_VERBS = {"set", "remove", "replace", "write", "copy_from", "delete", "truncate"}
+PATCH_VERBS = {"set", "remove", "replace", "keep_before", "append", "write", "copy_from", "delete", "truncate"}
 
 
 @dataclass(frozen=True)
@@ -132,10 +132,19 @@ def apply(op: dict[str, Any], folder: Path) -> None:
         assert op["replace"] in text, f"replace: {op['replace']!r} is not in {op['file']}"
         count = op.get("count", -1)
         replace_file(path, text.replace(op["replace"], op["with"], count).encode("utf-8"))
+    elif "keep_before" in op:  # cut the file at the first occurrence of the text
+        text = path.read_text(encoding="utf-8")
+        assert op["keep_before"] in text, f"keep_before: {op['keep_before']!r} is not in {op['file']}"
+        replace_file(path, text[: text.index(op["keep_before"])].encode("utf-8"))
+    elif "append" in op:
+        replace_file(path, (path.read_text(encoding="utf-8") + op["append"]).encode("utf-8"))
     else:
         data = json.loads(path.read_text(encoding="utf-8"))
         if "set" in op:
-            data = set_pointer(data, op["set"], op["to"])
+            # `to_text_of: FILE`: the text of another file of the case as it is by then (a
+            # chat_template.jinja edited above, copied into tokenizer_config.json: no conflict).
+            value = (folder / op["to_text_of"]).read_text(encoding="utf-8") if "to_text_of" in op else op["to"]
+            data = set_pointer(data, op["set"], value)
         else:
             data = remove_pointer(data, op["remove"])
         replace_file(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
