@@ -67,6 +67,7 @@ def test_directory_that_is_not_a_checkpoint(tmp_path):
 
 
 def test_seed_incident_fixture():
+    # Its TPL001 and CARD001 findings are rule cases (tests/rules/); here, the command's exit and lineage.
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "seed-incident"
     report, proc = check_json(fixture)
     assert proc.returncode == 1

@@ -213,19 +213,6 @@ def test_plain_text_markers_are_not_tokens_on_purpose(qwen3, llama, mistral):
 # --- TPL006 generation-prompt-noop --------------------------------------------------------------
 
 
-def test_the_llama3_launch_template_appending_always_is_upstream_design(tmp_path):
-    """A community merge that ships Meta-Llama-3-8B-Instruct's April 2024 template (which appends the
-    assistant header always): reported, as info naming that upstream template."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
-    import community_load
-
-    folder = community_load.materialise_one("YouriLalain__1PARAMMYL-8B-ModelStock", tmp_path)
-    found = findings(check(folder), "generation-prompt-noop")
-    assert [str(f.severity) for f in found] == ["info"] and "Meta-Llama-3-8B-Instruct" in found[0].severity_reason
-
-
 # --- TPL010 prefix-instability ----------------------------------------------------------------------
 
 

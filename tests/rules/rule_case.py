@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-UPSTREAM = Path(os.environ.get("HFDOCTOR_TEST_UPSTREAM", ROOT.parent / "shared" / "upstream")).resolve()
+from conftest import ROOT, UPSTREAM
 
 CASE_KEYS = {"name", "why", "base", "patch", "expect"}
 EXPECT_KEYS = {"code", "count", "severity", "file", "line", "pointer", "pointer_prefix", "fix", "fix_title",
@@ -43,19 +43,32 @@ class RuleCase:
 
 def base_folder(base: dict[str, str]) -> Path:
     """Where a base lives: {upstream: Qwen/Qwen3-8B} is ../shared/upstream/Qwen--Qwen3-8B (its
-    provenance is that folder's rows of MANIFEST.tsv); {fixture: fixtures/seed-incident} and
-    {corpus: tests/corpus/...} are folders of this repository."""
+    provenance is that folder's rows of MANIFEST.tsv there); {fixture: fixtures/seed-incident} is
+    a folder of this repository; {community: SLUG} is tests/corpus/community/SLUG/folder.json,
+    which names where each of its files was published (write_base writes the folder out)."""
     if set(base) == {"upstream"}:
         folder = UPSTREAM / base["upstream"].replace("/", "--")
     elif set(base) == {"fixture"} and base["fixture"].startswith("fixtures/"):
         folder = ROOT / base["fixture"]
-    elif set(base) == {"corpus"} and base["corpus"].startswith("tests/corpus/"):
-        folder = ROOT / base["corpus"]
+    elif set(base) == {"community"}:
+        folder = ROOT / "tests" / "corpus" / "community" / base["community"]
     else:
-        raise ValueError(f"a base is {{upstream: org/name}}, {{fixture: fixtures/...}} or {{corpus: tests/corpus/...}}: {base}")
+        raise ValueError(f"a base is {{upstream: org/name}}, {{fixture: fixtures/...}} or {{community: SLUG}}: {base}")
     if not folder.is_dir():
         raise ValueError(f"base folder {folder} does not exist")
     return folder
+
+
+def write_base(base: dict[str, str], dest_parent: Path) -> Path:
+    """A private copy of the base under dest_parent, named as the base is."""
+    if "community" in base:
+        if str(ROOT / "tests" / "corpus") not in sys.path:
+            sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+        import community_load
+
+        return community_load.materialise_one(base["community"], dest_parent)
+    source = base_folder(base)
+    return Path(shutil.copytree(source, dest_parent / source.name, symlinks=True))
 
 
 def load_cases(folder: Path) -> list[RuleCase]:
@@ -123,6 +136,7 @@ def apply(op: dict[str, Any], folder: Path) -> None:
     elif "write" in op:
         replace_file(path, op["write"].encode("utf-8"))
     elif "copy_from" in op:
+        assert "community" not in op["copy_from"], "copy_from reads a folder: upstream or fixture"
         replace_file(path, (base_folder(op["copy_from"]) / op["file"]).read_bytes())
     elif "truncate" in op:  # keep that fraction of the bytes
         data = path.read_bytes()

@@ -3,7 +3,6 @@ rule selected, and compare the findings with the case's (tests/rules/README.md).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from hfdoctor.knowledge.upstream import Upstream
 from hfdoctor.lint.check import check_target
 from hfdoctor.lint.rules import find_rule
-from rule_case import UPSTREAM, RuleCase, base_folder, load_cases, materialise, mismatches
+from rule_case import UPSTREAM, RuleCase, load_cases, materialise, mismatches, write_base
 
 CASES = load_cases(Path(__file__).resolve().parent)
 # Upstream files come from ../shared/upstream only: never the Hub, never this machine's cache.
@@ -26,10 +25,7 @@ def shared_bases(tmp_path_factory):
     def get(base: dict[str, str]) -> Path:
         key = repr(sorted(base.items()))
         if key not in copies:
-            source = base_folder(base)
-            dest = tmp_path_factory.mktemp("base") / source.name
-            shutil.copytree(source, dest, symlinks=True)
-            copies[key] = dest
+            copies[key] = write_base(base, tmp_path_factory.mktemp("base"))
         return copies[key]
 
     return get
