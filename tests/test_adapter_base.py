@@ -100,8 +100,8 @@ def test_trainer_state_is_not_weights():
     """Before: 'config.json is missing but the repository ships weights' because of rng_state.pth,
     scaler.pt, scheduler.pt and training_args.bin; the real checkpoint is a known layout."""
     repo = ModelRepo(TINYLLAMA_CKPT, upstream=NOTHING)
-    assert repo.weight_files == [] and repo.is_adapter and repo.is_peft_checkpoint
-    assert set(repo.training_state_files) == {"rng_state.pth", "scaler.pt", "scheduler.pt", "trainer_state.json",
+    assert repo.weight_files == [] and repo.is_adapter
+    assert {f for f in repo.files if is_training_state(f)} == {"rng_state.pth", "scaler.pt", "scheduler.pt", "trainer_state.json",
                                               "training_args.bin"}
     found = findings(TINYLLAMA_CKPT, upstream=NOTHING)
     assert not [f for f in found if f.rule == "file-unreadable"], [f.message for f in found]

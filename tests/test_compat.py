@@ -1,5 +1,5 @@
 """The compat section and its rules: consumer-incompatible, template-portability,
-gguf-convert-blocker, serving-parser-mismatch, weights-metadata.
+gguf-convert-blocker, serving-parser-mismatch (its cases: tests/rules/CMP003.yml), weights-metadata.
 
 Facts checked here against the libraries installed (transformers 5.23, tokenizers,
 minijinja, @huggingface/jinja when node has it). Facts about transformers 4.x were
@@ -141,7 +141,7 @@ def test_minijinja_renders_like_transformers():
 
     folder = UPSTREAM / "Qwen--Qwen3-8B"
     template = (folder / "chat_template.jinja").read_text()
-    result = engines.run_minijinja(template, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+    _, result = engines.reference_and_minijinja(template, {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
     assert result.compile_error is None and not result.errors
     tokenizer = AutoTokenizer.from_pretrained(folder)
     from hfdoctor.chat import corpus
@@ -195,47 +195,6 @@ def test_gemma2_without_tokenizer_model(tmp_path, smollm2_checkpoint):
     assert any(f.rule == "gguf-convert-blocker" and "tokenizer.model" in f.message for f in report.findings)
     (folder / "tokenizer.model").write_bytes(b"\x0a\x00")  # present: the converter takes the SentencePiece path
     assert "gguf-convert-blocker" not in codes(check_target(str(folder)))
-
-
-def with_card(folder: Path, command: str) -> None:
-    (folder / "README.md").write_text(f"---\nlicense: apache-2.0\n---\n# model\n\n```\n{command}\n```\n")
-
-
-def test_serve_commands_of_upstream_cards_fit():
-    """SmolLM3's card serves with --tool-call-parser=hermes, Qwen3's with --reasoning-parser
-    qwen3 / deepseek_r1: their templates and vocabularies carry those markers."""
-    for name in ("HuggingFaceTB--SmolLM3-3B", "Qwen--Qwen3-8B"):
-        report = check_target(str(UPSTREAM / name))
-        assert "serving-parser-mismatch" not in codes(report), name
-
-
-def test_hermes_parser_on_llama31_refuses_to_start(copy_upstream):
-    """vLLM #9304: Llama 3.1 served with --tool-call-parser hermes: <tool_call> is no token."""
-    folder = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
-    with_card(folder, "vllm serve my/model --enable-auto-tool-choice --tool-call-parser hermes")
-    found = [f for f in check_target(str(folder)).findings if f.rule == "serving-parser-mismatch"]
-    assert len(found) == 1 and found[0].severity.name == "ERROR" and found[0].line == 7
-    assert "<tool_call>, </tool_call> are not single tokens" in found[0].message
-    with_card(folder, "vllm serve my/model --enable-auto-tool-choice --tool-call-parser llama3_json")
-    assert "serving-parser-mismatch" not in codes(check_target(str(folder)))
-
-
-def test_mistral_parser_on_a_chatml_model(copy_upstream):
-    folder = copy_upstream("Qwen--Qwen3-8B")
-    with_card(folder, "vllm serve my/model --tool-call-parser mistral --reasoning-parser=qwen3")
-    found = [f for f in check_target(str(folder)).findings if f.rule == "serving-parser-mismatch"]
-    assert [("[TOOL_CALLS]" in f.message, f.severity.name) for f in found] == [(True, "ERROR")]
-
-
-def test_tool_parser_whose_markers_the_template_never_writes(copy_upstream):
-    """Llama 3.1's template writes JSON tool calls; qwen3_coder parses <tool_call><function=...>.
-    With a vocabulary that has the tokens, the template still never produces them."""
-    folder = copy_upstream("Qwen--Qwen3-8B")
-    llama_template = (UPSTREAM / "meta-llama--Llama-3.1-8B-Instruct" / "chat_template.jinja").read_text()
-    (folder / "chat_template.jinja").write_text(llama_template)
-    with_card(folder, "python -m sglang.launch_server --model-path my/model --tool-call-parser hermes")
-    found = [f for f in check_target(str(folder)).findings if f.rule == "serving-parser-mismatch"]
-    assert len(found) == 1 and found[0].severity.name == "WARNING" and "plain text" in found[0].message
 
 
 def write_tiny_safetensors(path: Path, metadata: dict | None) -> None:

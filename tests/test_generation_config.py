@@ -133,13 +133,3 @@ def test_greedy_reasoning_model(copy_upstream):
     gen = load(llama / "generation_config.json")
     dump(llama / "generation_config.json", {k: v for k, v in gen.items() if k not in ("do_sample", "temperature", "top_p")})
     assert not findings(llama)
-
-
-def test_short_default_length(copy_upstream):
-    folder = copy_upstream("Qwen--Qwen3-8B")
-    gen = load(folder / "generation_config.json")
-    dump(folder / "generation_config.json", {**gen, "max_new_tokens": 64})
-    [finding] = findings(folder)
-    assert finding.pointer == "/max_new_tokens" and "after 64 tokens" in finding.message
-    dump(folder / "generation_config.json", {**gen, "max_new_tokens": 32768})
-    assert not findings(folder)

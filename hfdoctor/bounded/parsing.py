@@ -49,15 +49,17 @@ def nesting_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
     """Whether JSON text nests arrays/objects deeper than `limit`, at C speed.
 
     Escapes and strings are dropped, leaving only brackets; each pass then deletes every
-    innermost `[]`/`{}` pair, so the number of passes is the depth. Unbalanced text stops
-    early (json.loads reports it).
+    innermost `[]`/`{}` pair, so the number of passes is the depth. (A pass marks the pairs
+    before it deletes them: deleting `[]` first would turn `{[]}` into an innermost `{}` that
+    the same pass deleted too, counting two levels as one.) Unbalanced text stops early
+    (json.loads reports it).
     """
     text = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _DELETE)
     brackets = b"".join(text.split(b'"')[::2])
     for _ in range(limit):
         if not brackets:
             return False
-        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        shorter = brackets.replace(b"[]", b".").replace(b"{}", b".").replace(b".", b"")
         if len(shorter) == len(brackets):
             return False
         brackets = shorter

@@ -244,10 +244,6 @@ def run_hf_jinja(template: str, special_tokens: dict[str, str], repo_root: Path 
     return EngineResult("@huggingface/jinja", consumers, texts, errors)
 
 
-def run_minijinja(template: str, special_tokens: dict[str, str]) -> EngineResult:
-    return reference_and_minijinja(template, special_tokens)[1]
-
-
 def run_all(template: str, special_tokens: dict[str, str], repo_root: Path | None = None,
             runtime: HfJinjaRuntime | None = None) -> tuple[dict[tuple[str, bool], str | None], list[EngineResult]]:
     """transformers' reference renders, and every other engine's result."""

@@ -300,10 +300,6 @@ class RenderResult:
     # (start, end) character offsets of each {% generation %} block, in output order.
     generation_spans: list[tuple[int, int]] = field(default_factory=list)
 
-    @property
-    def generation_texts(self) -> list[str]:
-        return [self.text[a:b] for a, b in self.generation_spans]
-
 
 def render(
     source: str,

@@ -142,7 +142,6 @@ class Family:
     end_of_turn: tuple[str, ...]
     variants: tuple[Variant, ...]
     primary_for: tuple[str, ...] = ()
-    encode_fingerprints: tuple[str, ...] = field(default_factory=tuple)
     # Tokens generation must stop on, when they are not simply the end-of-turn tokens
     # (harmony: <|return|> and <|call|>, while <|end|> only closes a channel).
     stop_tokens: tuple[str, ...] = ()
@@ -252,7 +251,6 @@ def _family(data: dict[str, Any]) -> Family:
         end_of_turn=tuple(data.get("end_of_turn", ())),
         variants=variants,
         primary_for=tuple(data.get("primary_for", ())),
-        encode_fingerprints=tuple(data.get("encode_fingerprints", ())),
         stop_tokens=tuple(data.get("stop_tokens", ())),
         upstream_pad_token=((data["upstream_pad_token"]["token"], data["upstream_pad_token"]["repo"])
                             if "upstream_pad_token" in data else None),

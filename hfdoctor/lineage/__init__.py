@@ -6,9 +6,8 @@ weights-config-mismatch):
 
 - config: `model_type` (and `architectures`) name candidate families; the
   dimensions pick the exact size (Qwen3-8B vs Qwen3-14B).
-- tokenizer: a vocabulary fingerprint (the tokens at fixed ids, hashed), an encode
-  fingerprint (the ids a fixed text tokenizes to, hashed: llama.cpp's chkhsh idea,
-  computed with `tokenizers`), and the family's signature special tokens with ids.
+- tokenizer: a vocabulary fingerprint (the tokens at fixed ids, hashed) and the
+  family's signature special tokens with ids.
 - template: literal markers only one family's template uses.
 - card: the `base_model` of the model card, mapped to a family by repo id.
 - weights: what the safetensors headers look like (added by the weights rules).
@@ -17,7 +16,6 @@ weights-config-mismatch):
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +29,6 @@ from hfdoctor.repo import ModelRepo, token_content
 from hfdoctor.repo.facts import fact
 from hfdoctor.weights.layout import infer_weights_families
 
-# Fixed probe text for the encode fingerprint: digits, contractions, runs of spaces,
-# tabs and newlines, accents, CJK, emoji and code, where pre-tokenizers differ.
-FINGERPRINT_TEXT = "Hello world! 123 4567 'll 've  \n\n\t tab  ünïcödé 中文 🦙 <think> def f(x): return x**2"
 # Ids whose tokens identify a vocabulary; all below 32000, the smallest vocab we know.
 VOCAB_SAMPLE_IDS = range(1000, 30001, 1000)
 # Tokens that end a chat turn in some family; their presence as eos marks a chat model.
@@ -97,17 +92,6 @@ def vocab_sample(repo: ModelRepo) -> str | None:
     if not all(i in by_id for i in VOCAB_SAMPLE_IDS):
         return None
     return hashlib.sha256("\n".join(by_id[i] for i in VOCAB_SAMPLE_IDS).encode()).hexdigest()[:16]
-
-
-def encode_fingerprint(repo: ModelRepo) -> str | None:
-    tokenizer = repo.tokenizer
-    if tokenizer is None:
-        return None
-    try:
-        ids = tokenizer.encode(FINGERPRINT_TEXT, add_special_tokens=False).ids
-    except Exception:
-        return None
-    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:16]
 
 
 def known_tokens(repo: ModelRepo) -> dict[str, int | None]:

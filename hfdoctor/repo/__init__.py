@@ -481,16 +481,6 @@ class ModelRepo:
         return [f for f in self.files if f.endswith(WEIGHT_SUFFIXES) and not is_training_state(f)]
 
     @cached_property
-    def training_state_files(self) -> list[str]:
-        """What the Trainer saved to resume training (optimizer, scheduler, RNG states, arguments)."""
-        return [f for f in self.files if is_training_state(f)]
-
-    @property
-    def is_peft_checkpoint(self) -> bool:
-        """A Trainer checkpoint of a PEFT adapter: the adapter beside the training state."""
-        return self.is_adapter and bool(self.training_state_files)
-
-    @cached_property
     def weight_dirs(self) -> list[str]:
         """Directories named like weight files (`x.safetensors/`): always a mistake."""
         return [rel for rel, e in self.entries.items() if e.kind == "dir" and rel.endswith(WEIGHT_SUFFIXES)]

@@ -41,10 +41,6 @@ MAX_DIMS = 8
 # value type -> struct format (strings, arrays and bools are handled apart)
 SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 10: "<Q", 11: "<q", 12: "<d"}
 STRING, ARRAY, BOOL = 8, 9, 7
-# ggml tensor types hfdoctor names in messages (the rest are shown by number).
-GGML_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K",
-              11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 24: "I8", 25: "I16", 26: "I32",
-              27: "I64", 28: "F64", 30: "BF16", 39: "MXFP4"}
 
 
 class GGUFError(Exception):
@@ -59,10 +55,6 @@ class GgufTensor:
     shape: tuple[int, ...]  # as GGUF stores it (fastest-varying dimension first)
     ggml_type: int
     offset: int
-
-    @property
-    def type_name(self) -> str:
-        return GGML_TYPES.get(self.ggml_type, f"type {self.ggml_type}")
 
 
 @dataclass(frozen=True)
@@ -85,10 +77,6 @@ class GgufHeader:
     def architecture(self) -> str | None:
         value = self.metadata.get("general.architecture")
         return value if isinstance(value, str) else None
-
-    def arch_value(self, key: str) -> Any:
-        """`<architecture>.<key>` (llama.block_count, llama.embedding_length...)."""
-        return self.metadata.get(f"{self.architecture}.{key}") if self.architecture else None
 
     @property
     def tokens(self) -> list[str]:

@@ -120,7 +120,7 @@ class HubSource(Source):
         """GET the file at the pinned commit (a byte range of it), within every bound."""
         from huggingface_hub import hf_hub_url
         from huggingface_hub.errors import HfHubHTTPError
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import build_hf_headers, get_session
 
         entry = self._entries.get(rel)
         if entry is None:

@@ -51,10 +51,6 @@ class Rule:
     def summary(self) -> str:
         return self.doc.splitlines()[0] if self.doc else ""
 
-    @property
-    def area(self) -> str:
-        return self.code.rstrip("0123456789")
-
     def check(self, repo: ModelRepo) -> Iterable[Finding]:
         return self.check_fn(repo, self)
 

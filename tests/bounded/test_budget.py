@@ -1,0 +1,77 @@
+"""hfdoctor.bounded.budget: one repository's allowance of time and bytes, and the bounded read."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hfdoctor.bounded.budget import DEFAULT_BYTES, DEFAULT_SECONDS, Budget, read_at_most
+
+
+@given(st.integers(0, 1000), st.lists(st.integers(0, 400), max_size=20))
+def test_take_charges_what_fits_and_nothing_else(allowance, requests):
+    budget = Budget(bytes=allowance)
+    granted = 0
+    for n in requests:
+        fits = n <= allowance - granted
+        assert budget.take(n) is fits
+        granted += n if fits else 0
+        assert budget.spent_bytes == granted and budget.bytes_left() == allowance - granted
+
+
+def test_a_take_that_does_not_fit_charges_nothing():
+    budget = Budget(bytes=10)
+    assert budget.take(7) and not budget.take(4)
+    assert budget.spent_bytes == 7 and budget.take(3) and budget.bytes_left() == 0
+
+
+def test_skip_records_each_thing_once_in_order():
+    budget = Budget(seconds=2, bytes=3 * 1024**3)
+    budget.skip_for_time("template rendering")
+    budget.skip_for_bytes("model.safetensors")
+    budget.skip("template rendering", "again, for another reason")
+    budget.skip("template", "a name that starts like another one is another thing")
+    assert budget.skipped == [
+        "template rendering (the 2 s time budget of this repository ran out)",
+        "model.safetensors (the 3 GiB read budget of this repository ran out)",
+        "template (a name that starts like another one is another thing)",
+    ]
+
+
+def test_a_spent_deadline_leaves_nothing():
+    budget = Budget(seconds=0)
+    assert budget.expired() and budget.remaining() == 0.0
+    roomy = Budget(seconds=3600)
+    assert not roomy.expired() and 0 < roomy.remaining() <= 3600
+
+
+def test_from_env_takes_positive_numbers_only(monkeypatch):
+    monkeypatch.setenv("HFDOCTOR_BUDGET_SECONDS", "2.5")
+    monkeypatch.setenv("HFDOCTOR_BUDGET_BYTES", "4096")
+    assert (Budget.from_env().seconds, Budget.from_env().bytes) == (2.5, 4096)
+    for bad in ("", "nan-ish", "-1", "0"):
+        monkeypatch.setenv("HFDOCTOR_BUDGET_SECONDS", bad)
+        monkeypatch.setenv("HFDOCTOR_BUDGET_BYTES", bad)
+        assert (Budget.from_env().seconds, Budget.from_env().bytes) == (DEFAULT_SECONDS, DEFAULT_BYTES), bad
+
+
+def _read_pipe(data: bytes, limit: int) -> bytes | None:
+    read_end, write_end = os.pipe()
+    try:
+        if data:
+            os.write(write_end, data)
+        os.close(write_end)
+        write_end = -1
+        return read_at_most(read_end, limit)
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+@given(st.binary(max_size=3000), st.integers(0, 4000))
+def test_read_at_most_gives_the_bytes_or_none_when_over_the_limit(data, limit):
+    # A pipe has no size to check first: only what is read decides, as for a file that grew.
+    assert _read_pipe(data, limit) == (data if len(data) <= limit else None)
