@@ -1,28 +1,18 @@
-"""Rules about the engines that consume the repository (hfdoctor.compat.assess finds the
-facts; these rules report them and offer the fixes that are certain)."""
+"""CMP: the engines that consume the repository (hfdoctor.compat.assess finds the facts;
+these rules report them and offer the fixes that are certain). Two more of assess's
+problems are reported by the rules of what they are about: TPL015 template-portability
+(template/portability.py) and WGT007 weights-metadata (weights/metadata.py)."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from hfdoctor.compat.assess import Problem, assess, engine_status
+from hfdoctor.compat.assess import Problem
 from hfdoctor.lint.edits.json_edits import json_set_value
-from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
+from hfdoctor.lint.rules.assessment import assessed_findings
 from hfdoctor.lint.rules.base import Rule, rule
-
-SEVERITIES = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
-
-
-def _findings(repo: ModelRepo, self: Rule, fix_for=None) -> Iterator[Finding]:
-    for problem in assess(repo):
-        if problem.rule != self.name or problem.severity not in SEVERITIES:
-            continue
-        affected = ", ".join(f"{engine} {engine_status(repo, problem, engine)}" for engine in problem.engines)
-        yield self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
-                           line=problem.data.get("line"), severity=SEVERITIES[problem.severity],
-                           fix=fix_for(repo, problem) if fix_for else None,
-                           facets=tuple(Facet.make(Facet.ENGINE, engine) for engine in problem.audience))
 
 
 def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
@@ -64,7 +54,7 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - a model_type no transformers 4.x release knows (info: it is the architecture's
       age, not a fault of the files).
     """
-    yield from _findings(repo, self, _consumer_fix)
+    yield from assessed_findings(repo, self, _consumer_fix)
 
 
 @rule("CMP002", "gguf-convert-blocker", Severity.WARNING)
@@ -82,7 +72,7 @@ def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     The hash table is upstream_templates/sources/llama_cpp_pre_tokenizers.txt (llama.cpp
     commit in its header).
     """
-    yield from _findings(repo, self)
+    yield from assessed_findings(repo, self)
 
 
 @rule("CMP003", "serving-parser-mismatch", Severity.WARNING)
@@ -102,38 +92,7 @@ def serving_parser_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       (error; vLLM #13125).
     No fix: the right parser depends on the server; the message names the markers.
     """
-    yield from _findings(repo, self)
+    yield from assessed_findings(repo, self)
 
 
-@rule("WGT007", "weights-metadata", Severity.WARNING)
-def weights_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """safetensors metadata that loaders require is missing or wrong.
-
-    transformers 4.x refuses a safetensors file whose __metadata__ has no `format` in
-    pt/tf/flax/mlx (error: every 4.x release; mlx #743), and releases before 4.48 refuse
-    a file with no __metadata__ at all (warning). transformers 5 loads both. Checked by
-    loading such files with 4.46 and 4.57. No fix: it is a weights edit (re-save with
-    `save_file(tensors, path, metadata={"format": "pt"})`); hfdoctor never rewrites weights.
-    """
-    yield from _findings(repo, self)
-
-
-@rule("TPL015", "template-portability", Severity.WARNING)
-def template_portability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """The chat template fails or renders differently in another template engine.
-
-    transformers renders templates with jinja2; TGI, mistral.rs and NVIDIA dynamo use
-    minijinja (configured as TGI configures it), transformers.js and LM Studio use
-    @huggingface/jinja. hfdoctor renders the standard conversations in each engine it can
-    run (minijinja always, @huggingface/jinja when node and the package are installed)
-    and compares with transformers' render:
-    - the template does not compile there, or raises where jinja2 renders (warning:
-      e.g. SmolLM3's `{% generation %}` is an unknown statement in minijinja, #815);
-    - it renders other text (warning), or only other whitespace (info).
-    No fix: portable rewrites change the template; the message shows the first difference.
-    llama.cpp's minja is not run here (it needs a C++ build).
-    """
-    yield from _findings(repo, self)
-
-
-RULES = [consumer_incompatible, template_portability, gguf_convert_blocker, serving_parser_mismatch, weights_metadata]
+RULES = [consumer_incompatible, gguf_convert_blocker, serving_parser_mismatch]

@@ -1,0 +1,32 @@
+"""TPL015 template-portability: the chat template in the other template engines that
+serve it (hfdoctor.compat.portability renders it; hfdoctor.compat.assess reports it)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from hfdoctor.findings import Finding, Severity
+from hfdoctor.repo import ModelRepo
+from hfdoctor.lint.rules.assessment import assessed_findings
+from hfdoctor.lint.rules.base import Rule, rule
+
+
+@rule("TPL015", "template-portability", Severity.WARNING)
+def template_portability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The chat template fails or renders differently in another template engine.
+
+    transformers renders templates with jinja2; TGI, mistral.rs and NVIDIA dynamo use
+    minijinja (configured as TGI configures it), transformers.js and LM Studio use
+    @huggingface/jinja. hfdoctor renders the standard conversations in each engine it can
+    run (minijinja always, @huggingface/jinja when node and the package are installed)
+    and compares with transformers' render:
+    - the template does not compile there, or raises where jinja2 renders (warning:
+      e.g. SmolLM3's `{% generation %}` is an unknown statement in minijinja, #815);
+    - it renders other text (warning), or only other whitespace (info).
+    No fix: portable rewrites change the template; the message shows the first difference.
+    llama.cpp's minja is not run here (it needs a C++ build).
+    """
+    yield from assessed_findings(repo, self)
+
+
+RULES = [template_portability]
