@@ -1,11 +1,24 @@
 """Every rule is described the same way (issue 33, "Rules like ruff's"): its code prefix names
-the package or module that holds it, and its documentation has the same sections."""
+the package or module that holds it, its fix availability is declared and true of what it does,
+and its documentation has the same sections."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from hfdoctor.lint.rules import ALL_RULES
+from conftest import ROOT, UPSTREAM, run_cli
+from hfdoctor.lint.rules import ALL_RULES, find_rule
+from hfdoctor.lint.rules.base import FixAvailability
+
+# What each availability allows a finding's fix to be (None: no fix).
+ALLOWED = {
+    FixAvailability.NONE: {None},
+    FixAvailability.SAFE: {None, "safe"},
+    FixAvailability.UNSAFE: {None, "unsafe"},
+    FixAvailability.SOMETIMES: {None, "safe", "unsafe"},
+}
 
 # Code prefix -> the module, or package, of hfdoctor.lint.rules that holds every rule of it.
 HOME = {
@@ -44,3 +57,65 @@ def test_each_package_lists_its_rules_in_code_order():
     for area in HOME:
         codes = [r.code for r in ALL_RULES if r.area == area]
         assert codes == sorted(codes), area
+
+
+def disagreements(fixes) -> list[str]:
+    """(where, code, applicability or None) triples whose fix the code's rule does not declare."""
+    return sorted({f"{code} ({find_rule(code).fix}) gave {kind or 'no'} fix on {where}" for where, code, kind in fixes
+                   if kind not in ALLOWED[find_rule(code).fix]})
+
+
+def test_fix_availability_is_declared_on_every_rule():
+    assert all(isinstance(r.fix, FixAvailability) for r in ALL_RULES)
+    # Not a column of one value: the metadata says something.
+    assert {r.fix for r in ALL_RULES} == set(FixAvailability)
+    # The comparison below can fail: a fix where none is declared, an unsafe one on a SAFE rule.
+    assert disagreements([("x", "TPL007", "safe"), ("x", "TPL001", "unsafe"), ("x", "TPL013", "safe")]) == [
+        "TPL001 (safe) gave unsafe fix on x", "TPL007 (none) gave safe fix on x", "TPL013 (unsafe) gave safe fix on x"]
+
+
+def test_fixes_on_upstream_and_fixture_folders_are_what_their_rules_declare(upstream_reports):
+    """Every upstream folder (those without a config.json too: template-only folders, a GGUF
+    vocabulary) and the fixtures/ folders."""
+    from hfdoctor.knowledge.upstream import Upstream
+    from hfdoctor.lint.check import check_target
+
+    reports = dict(upstream_reports)
+    upstream = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+    for folder in sorted(UPSTREAM.iterdir()):
+        if folder.is_dir() and folder.name not in reports:
+            reports[folder.name] = check_target(str(folder), upstream=upstream)
+    for folder in sorted((ROOT / "fixtures").iterdir()):
+        if folder.is_dir():
+            reports[f"fixtures/{folder.name}"] = check_target(str(folder), upstream=upstream)
+    assert len(reports) >= 56 + 3
+    fixes = [(where, f.code, str(f.fix.applicability) if f.fix else None)
+             for where, report in reports.items() for f in report.findings]
+    assert disagreements(fixes) == []
+    # The test sees fixes of both kinds (it would pass vacuously on a corpus without any).
+    assert {kind for *_, kind in fixes} >= {"safe", "unsafe"}
+
+
+def test_fixes_on_the_community_corpus_are_what_their_rules_declare(community_checked):
+    fixes = json.loads((community_checked / "fixes.json").read_text())
+    assert disagreements(fixes) == []
+    assert {kind for *_, kind in fixes} >= {"safe", "unsafe", None}
+
+
+def test_explain_prints_the_fix_availability_in_its_header():
+    header = run_cli("explain", "TPL007").stdout.splitlines()[0]
+    assert header == "TPL007 double-bos (default severity: warning; fix: none)"
+    assert run_cli("explain", "pad-token-is-eos").stdout.splitlines()[0] == \
+        "TOK005 pad-token-is-eos (default severity: warning; fix: sometimes)"
+
+
+def test_rules_lists_print_the_fix_availability():
+    table = run_cli("rules", "--markdown").stdout.splitlines()
+    assert table[0] == "| code | name | default severity | fix | what it flags |"
+    rows = {line.split(" | ")[1]: line.split(" | ")[3] for line in table[2:]}
+    assert rows["`missing-chat-template`"] == "safe" and rows["`template-drift`"] == "unsafe"
+    assert len(rows) == len(ALL_RULES)
+    listed = {r["code"]: r["fix"] for r in json.loads(run_cli("rules", "--format", "json").stdout)}
+    assert listed == {r.code: str(r.fix) for r in ALL_RULES}
+    text = {line.split()[0]: line.split()[3] for line in run_cli("rules").stdout.splitlines()}
+    assert text == listed

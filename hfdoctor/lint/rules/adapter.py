@@ -10,7 +10,7 @@ from hfdoctor.lineage.adapter_base import adapter_base
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.adapter import (READS_HIDDEN, WRITES_HIDDEN, AdapterWeights, adapter_weights, local_path,
                                       quantized_copy, rank_for, registry_base, targeted)
 from hfdoctor.weights.headers import repo_weights
@@ -20,7 +20,7 @@ VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
 EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings", "output_layer")
 
 
-@rule("ADP001", "adapter-inconsistent", Severity.ERROR)
+@rule("ADP001", "adapter-inconsistent", Severity.ERROR, fix=FixAvailability.UNSAFE)
 def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A PEFT adapter's config, weights and card disagree with each other or with the base model.
 

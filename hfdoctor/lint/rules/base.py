@@ -22,12 +22,13 @@ CheckFn = Callable[["ModelRepo", "Rule"], Iterable[Finding]]
 
 
 class FixAvailability(str, enum.Enum):
-    """Whether a rule's findings carry a fix, as ruff documents it per rule."""
+    """Which fixes a rule's findings carry, as ruff documents it per rule. A finding whose repair
+    the evidence does not single out (no edit is certain) has no fix, whatever its rule."""
 
     NONE = "none"  # never: the finding is for a person to judge
-    SAFE = "safe"  # always, and `hfdoctor fix` applies it by default
-    UNSAFE = "unsafe"  # always, and only `--unsafe-fixes` applies it
-    SOMETIMES = "sometimes"  # where the evidence singles out one repair (safe or unsafe per finding)
+    SAFE = "safe"  # safe fixes only: `hfdoctor fix` applies them by default
+    UNSAFE = "unsafe"  # unsafe fixes only: only `--unsafe-fixes` applies them
+    SOMETIMES = "sometimes"  # safe for some findings, unsafe for others (the evidence decides)
 
     def __str__(self) -> str:
         return self.value
@@ -39,7 +40,7 @@ class Rule:
     name: str
     severity: Severity
     check_fn: CheckFn
-    fix: FixAvailability | None = None
+    fix: FixAvailability
     # Codes this rule used to be (part of): `--select`/`--ignore`/`explain` still take them.
     aliases: tuple[str, ...] = ()
 
@@ -86,7 +87,7 @@ class Rule:
         )
 
 
-def rule(code: str, name: str, severity: Severity, *, fix: FixAvailability | None = None,
+def rule(code: str, name: str, severity: Severity, *, fix: FixAvailability,
          aliases: tuple[str, ...] = ()) -> Callable[[CheckFn], Rule]:
     def wrap(fn: CheckFn) -> Rule:
         return Rule(code=code, name=name, severity=severity, check_fn=fn, fix=fix, aliases=aliases)

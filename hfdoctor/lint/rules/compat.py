@@ -12,7 +12,7 @@ from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.assessment import assessed_findings
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
 def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
@@ -32,7 +32,7 @@ def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
     return None
 
 
-@rule("CMP001", "consumer-incompatible", Severity.WARNING)
+@rule("CMP001", "consumer-incompatible", Severity.WARNING, fix=FixAvailability.SOMETIMES)
 def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """An engine that consumes model repos cannot load this one, or silently misreads it.
 
@@ -57,7 +57,7 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     yield from assessed_findings(repo, self, _consumer_fix)
 
 
-@rule("CMP002", "gguf-convert-blocker", Severity.WARNING)
+@rule("CMP002", "gguf-convert-blocker", Severity.WARNING, fix=FixAvailability.NONE)
 def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """llama.cpp's convert_hf_to_gguf would refuse this checkpoint.
 
@@ -75,7 +75,7 @@ def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     yield from assessed_findings(repo, self)
 
 
-@rule("CMP003", "serving-parser-mismatch", Severity.WARNING)
+@rule("CMP003", "serving-parser-mismatch", Severity.WARNING, fix=FixAvailability.NONE)
 def serving_parser_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The reasoning or tool-call parser the card tells servers to use cannot parse this model.
 

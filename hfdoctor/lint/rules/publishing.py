@@ -9,7 +9,7 @@ from hfdoctor.sources import gitfiles
 from hfdoctor.findings import Edit, Finding, Fix, Severity
 from hfdoctor.lineage import card_base_models
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 # The Hub refuses a git push holding a file above this size that is not stored with git-lfs.
 LFS_LIMIT = 10 * 1024 * 1024
@@ -41,7 +41,7 @@ def _pushed_files(repo: ModelRepo) -> tuple[dict[str, int], bool] | None:
     return sizes, gitfiles.lfs_filter_configured(root)
 
 
-@rule("PUB001", "lfs-attributes", Severity.ERROR)
+@rule("PUB001", "lfs-attributes", Severity.ERROR, fix=FixAvailability.SAFE)
 def lfs_attributes(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A file over 10 MiB is not routed through git-lfs by `.gitattributes`: the Hub refuses the push.
 
@@ -120,7 +120,7 @@ def _route_fix(repo: ModelRepo, files: list[str]) -> Fix | None:
     return Fix(title, (Edit(".gitattributes", len(raw), len(raw), prefix + lines),))
 
 
-@rule("PUB002", "processor-missing", Severity.ERROR)
+@rule("PUB002", "processor-missing", Severity.ERROR, fix=FixAvailability.NONE)
 def processor_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A vision-language model lacks the processor files its loaders need.
 

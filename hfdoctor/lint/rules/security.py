@@ -18,7 +18,7 @@ from hfdoctor.modelfiles.result import PickleScan
 from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
 from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.sources.base import Unreadable
 from hfdoctor.weights.headers import LFS_POINTER_PREFIX, lfs_pointer, repo_weights
 
@@ -77,7 +77,7 @@ def _renamed(scan: PickleScan, rel: str) -> PickleScan:
     return dataclasses.replace(scan, file=rel)
 
 
-@rule("SEC001", "unsafe-pickle", Severity.ERROR)
+@rule("SEC001", "unsafe-pickle", Severity.ERROR, fix=FixAvailability.NONE)
 def unsafe_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A pickle-based file imports what rebuilding tensors does not need (nested, compressed and archived pickles too).
 
@@ -217,7 +217,7 @@ def _pushed_pickles(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-@rule("SEC003", "unsafe-model-file", Severity.ERROR)
+@rule("SEC003", "unsafe-model-file", Severity.ERROR, fix=FixAvailability.NONE)
 def unsafe_model_file(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Another model format runs code or reaches outside the repository on load: Keras Lambda layers or module references, ONNX external data outside the repo, TF SavedModel PyFunc.
 
@@ -258,7 +258,7 @@ def _auto_map_refs(auto_map: dict) -> list[tuple[str, str]]:
     return refs
 
 
-@rule("SEC002", "remote-code", Severity.WARNING)
+@rule("SEC002", "remote-code", Severity.WARNING, fix=FixAvailability.NONE)
 def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """config.json or tokenizer_config.json has an `auto_map`: loading needs trust_remote_code.
 

@@ -9,11 +9,11 @@ from hfdoctor.chat.analysis import special_tokens_for_render, trusted_templates
 from hfdoctor.chat.examples import card_examples, missing_content, render_examples, summary
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template
 
 
-@rule("CARD003", "card-example-fails", Severity.WARNING)
+@rule("CARD003", "card-example-fails", Severity.WARNING, fix=FixAvailability.NONE)
 def card_example_fails(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A usage example in the model card (a messages list) fails or renders wrongly with the shipped template.
 

@@ -9,10 +9,10 @@ from hfdoctor.knowledge import registry
 from hfdoctor.lint.edits.card_edits import card_set_base_model
 from hfdoctor.findings import Applicability, Facet, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
-@rule("CARD001", "base-model-mismatch", Severity.ERROR)
+@rule("CARD001", "base-model-mismatch", Severity.ERROR, fix=FixAvailability.SOMETIMES)
 def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The model card's `base_model` is of another lineage than the checkpoint.
 
@@ -94,7 +94,7 @@ REQUIRED_CARD_FIELDS = {
 }
 
 
-@rule("CARD002", "card-metadata", Severity.WARNING)
+@rule("CARD002", "card-metadata", Severity.WARNING, fix=FixAvailability.NONE)
 def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The model card is missing, its front matter is invalid, or license/library_name/pipeline_tag are absent.
 

@@ -9,7 +9,7 @@ from hfdoctor.knowledge import registry
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.expected import CannotVerify, ConfigRejected, expected_layout
 from hfdoctor.weights.headers import repo_weights
 
@@ -33,7 +33,7 @@ def _rope(config: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-@rule("CFG005", "config-inconsistent", Severity.WARNING)
+@rule("CFG005", "config-inconsistent", Severity.WARNING, fix=FixAvailability.SOMETIMES)
 def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """config.json values contradict each other, the generation setup, or the weights.
 

@@ -10,7 +10,7 @@ from hfdoctor.bounded import patterns
 from hfdoctor.chat import corpus
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, location
 
 TOOL_CLAIM = patterns.compile(r"(?i)\b(function[- ]calling|tool[- ](?:use|calling|calls?)|tool-call-parser|"
@@ -32,7 +32,7 @@ def tool_claim(repo: ModelRepo) -> str | None:
     return f"the card says {found.group(0)!r}" if found else None
 
 
-@rule("TPL016", "tool-support-mismatch", Severity.WARNING)
+@rule("TPL016", "tool-support-mismatch", Severity.WARNING, fix=FixAvailability.NONE)
 def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The card claims tool/function calling but the template ignores `tools`, or the template drops past tool calls.
 

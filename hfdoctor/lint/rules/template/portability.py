@@ -8,10 +8,10 @@ from typing import Iterator
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.assessment import assessed_findings
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
-@rule("TPL015", "template-portability", Severity.WARNING)
+@rule("TPL015", "template-portability", Severity.WARNING, fix=FixAvailability.NONE)
 def template_portability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The chat template fails or renders differently in another template engine.
 

@@ -11,11 +11,11 @@ from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.lint.edits.template_edits import missing_template_fix
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.knowledge.upstream import shipped_template
 
 
-@rule("TPL001", "missing-chat-template", Severity.ERROR)
+@rule("TPL001", "missing-chat-template", Severity.ERROR, fix=FixAvailability.SAFE)
 def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A chat/instruct model ships no chat template.
 
@@ -109,7 +109,7 @@ def _template_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> tuple[Fix | 
     return missing_template_fix(repo, variant)
 
 
-@rule("TPL002", "chat-template-conflict", Severity.WARNING)
+@rule("TPL002", "chat-template-conflict", Severity.WARNING, fix=FixAvailability.UNSAFE)
 def chat_template_conflict(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Two template sources disagree (e.g. tokenizer_config.json vs chat_template.jinja).
 

@@ -13,7 +13,7 @@ from hfdoctor.knowledge import registry
 from hfdoctor.chat.triggers import TemplateText, read_template, stored
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import location, quoted_line, template_sources
 from hfdoctor.knowledge.upstream import shipped_template
 
@@ -73,7 +73,7 @@ def _formatting_only(trigger, repo: ModelRepo) -> bool:
     return True
 
 
-@rule("TPL014", "template-backdoor", Severity.WARNING)
+@rule("TPL014", "template-backdoor", Severity.WARNING, fix=FixAvailability.NONE)
 def template_backdoor(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template branches on message content for literal triggers, or emits text no upstream template of its family emits.
 

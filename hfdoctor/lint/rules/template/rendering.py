@@ -14,7 +14,7 @@ from hfdoctor.chat import capabilities, corpus
 from hfdoctor.findings import Facet, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import shipped_template
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.bounded.tokenizing import TokenizerFailed
 from hfdoctor.lint.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, quoted_line, shapes_text, template_sources,
@@ -29,7 +29,7 @@ CAPABILITY_ONLY = {"typed_content", "typed_system", "documents"}
 TOOL_SHAPES = {"tool_call", "tool_result", "tool_result_reply", "tool_call_string_args", "tool_call_null_content",
                "parallel_tool_calls"}
 
-@rule("TPL003", "chat-template-syntax-error", Severity.ERROR)
+@rule("TPL003", "chat-template-syntax-error", Severity.ERROR, fix=FixAvailability.NONE)
 def chat_template_syntax_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The chat template does not compile.
 
@@ -83,7 +83,7 @@ def _crash_hint(analysis: "TemplateAnalysis", names: set[str], error: "RenderErr
     return ""
 
 
-@rule("TPL004", "chat-template-render-error", Severity.ERROR)
+@rule("TPL004", "chat-template-render-error", Severity.ERROR, fix=FixAvailability.NONE)
 def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template raises, or never returns, on a standard conversation.
 
@@ -219,7 +219,7 @@ def _handles_system(text: str) -> bool:
     return SYSTEM_TEST.search(text) is not None
 
 
-@rule("TPL005", "template-unknown-token", Severity.ERROR)
+@rule("TPL005", "template-unknown-token", Severity.ERROR, fix=FixAvailability.NONE)
 def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A marker the template emits is not a single token of the vocabulary.
 

@@ -14,14 +14,14 @@ from hfdoctor.chat.consistency import Vocabulary
 from hfdoctor.lint.edits.template_edits import replace_template_fix
 from hfdoctor.findings import Facet, Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, line_of_text, location, mode_text
 from hfdoctor.lint.rules.template.design import candidate_variants, design_facets, upstream_templates
 from hfdoctor.bounded.tokenizing import Splitter, load_splitter
 from hfdoctor.knowledge.upstream import canonical_template
 
 
-@rule("TPL010", "prefix-instability", Severity.WARNING)
+@rule("TPL010", "prefix-instability", Severity.WARNING, fix=FixAvailability.NONE)
 def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendering of a conversation is not a prefix of the rendering of its continuation.
 
@@ -97,7 +97,7 @@ def _vocabulary(repo: ModelRepo):
     return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer, split)
 
 
-@rule("TPL011", "train-inference-mismatch", Severity.WARNING)
+@rule("TPL011", "train-inference-mismatch", Severity.WARNING, fix=FixAvailability.NONE)
 def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Rendering a full conversation differs from generation prompt + reply + end of turn.
 
@@ -161,7 +161,7 @@ def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
-@rule("TPL012", "no-assistant-mask", Severity.INFO)
+@rule("TPL012", "no-assistant-mask", Severity.INFO, fix=FixAvailability.NONE)
 def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template has no `{% generation %}` markers, so assistant-only loss masks are impossible.
 
@@ -239,7 +239,7 @@ def _only_the_date_differs(ours, upstream) -> bool:
     return differs
 
 
-@rule("TPL013", "template-drift", Severity.WARNING)
+@rule("TPL013", "template-drift", Severity.WARNING, fix=FixAvailability.UNSAFE)
 def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendered output differs from the upstream family template on standard conversations.
 

@@ -11,7 +11,7 @@ from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Edit, Facet, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 # Tokenizer classes whose transformers 4.x fast version rebuilds tokenizer.json's
 # post-processor from add_bos_token/add_eos_token (and their defaults when the flags are
@@ -60,7 +60,7 @@ def _flag(config: dict[str, Any], key: str) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-@rule("TOK005", "pad-token-is-eos", Severity.WARNING)
+@rule("TOK005", "pad-token-is-eos", Severity.WARNING, fix=FixAvailability.SOMETIMES)
 def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The pad token is the token that ends an assistant turn (the eos of a chat model).
 
@@ -147,7 +147,7 @@ def _pad_fix(repo: ModelRepo, token: str, safe: bool) -> Fix | None:
     return Fix(f"set pad_token to {token}", tuple(edits), Applicability.SAFE if safe else Applicability.UNSAFE)
 
 
-@rule("TOK006", "tokenizer-adds-eos", Severity.ERROR)
+@rule("TOK006", "tokenizer-adds-eos", Severity.ERROR, fix=FixAvailability.SOMETIMES)
 def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """add_bos_token/add_eos_token disagree with tokenizer.json's post-processor, or an eos is appended after the generation prompt.
 

@@ -11,10 +11,10 @@ from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list
 from hfdoctor.findings import Edit, Facet, Finding, Fix, Severity
 from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
-@rule("TOK001", "special-token-missing", Severity.ERROR)
+@rule("TOK001", "special-token-missing", Severity.ERROR, fix=FixAvailability.NONE)
 def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A bos/eos/pad/unk token named in the config files is not in the vocabulary, or ids disagree.
 
@@ -208,7 +208,7 @@ def _gguf_disagreements(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 )
 
 
-@rule("TOK002", "added-tokens-inconsistent", Severity.ERROR)
+@rule("TOK002", "added-tokens-inconsistent", Severity.ERROR, fix=FixAvailability.NONE)
 def added_tokens_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """`added_tokens_decoder` in tokenizer_config.json disagrees with tokenizer.json's added tokens.
 
@@ -254,7 +254,7 @@ def added_tokens_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-@rule("TOK003", "tokenizer-lineage-mismatch", Severity.ERROR)
+@rule("TOK003", "tokenizer-lineage-mismatch", Severity.ERROR, fix=FixAvailability.NONE)
 def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The tokenizer belongs to another model family than config.json declares.
 
@@ -298,7 +298,7 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     )
 
 
-@rule("TOK004", "eos-not-end-of-turn", Severity.ERROR)
+@rule("TOK004", "eos-not-end-of-turn", Severity.ERROR, fix=FixAvailability.SAFE)
 def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The token that ends an assistant turn in the chat template is not an eos id.
 

@@ -8,10 +8,10 @@ from typing import Iterator
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.assessment import assessed_findings
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
-@rule("WGT007", "weights-metadata", Severity.WARNING)
+@rule("WGT007", "weights-metadata", Severity.WARNING, fix=FixAvailability.NONE)
 def weights_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """safetensors metadata that loaders require is missing or wrong.
 

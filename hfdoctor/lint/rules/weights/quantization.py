@@ -7,7 +7,7 @@ from typing import Iterator
 from hfdoctor.lint.edits.json_edits import json_remove_member
 from hfdoctor.findings import Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.expected import CannotVerify, ConfigRejected, expected_layout
 from hfdoctor.weights.headers import repo_weights
 from hfdoctor.weights.quantized import (Declared, Module, declared, dense_floats, expected_bits, format_matches,
@@ -21,7 +21,7 @@ def _names(modules: list[Module]) -> str:
     return shown + (f" and {len(modules) - EXAMPLES} more" if len(modules) > EXAMPLES else "")
 
 
-@rule("WGT006", "quantization-inconsistent", Severity.ERROR)
+@rule("WGT006", "quantization-inconsistent", Severity.ERROR, fix=FixAvailability.SAFE)
 def quantization_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Quantized weights do not match `quantization_config` or the architecture.
 
