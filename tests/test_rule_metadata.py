@@ -5,6 +5,7 @@ and its documentation has the same sections."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -119,3 +120,41 @@ def test_rules_lists_print_the_fix_availability():
     assert listed == {r.code: str(r.fix) for r in ALL_RULES}
     text = {line.split()[0]: line.split()[3] for line in run_cli("rules").stdout.splitlines()}
     assert text == listed
+
+
+# Sections of a rule's documentation (after its one-line summary), as `hfdoctor explain` prints them:
+# each once, in this order; Severity (when a finding can be louder or quieter than the default) may
+# come anywhere after Why. Other paragraphs (details, "How it is found:" ...) sit between them.
+SECTIONS = ("Why", "Example", "Fix")
+SECTION_LABEL = re.compile(r"^(Why|Example|Fix|Severity)\b[^:\n]{0,40}:")
+def sections(doc: str) -> list[tuple[str, str]]:
+    """(label, paragraph) for every labelled paragraph of a rule's doc, in order."""
+    found = []
+    for paragraph in doc.split("\n\n")[1:]:
+        match = SECTION_LABEL.match(paragraph.strip())
+        if match:
+            found.append((match.group(1), paragraph.strip()))
+    return found
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=ids)
+def test_every_rule_doc_has_the_same_sections(rule):
+    doc = rule.doc
+    summary, _, rest = doc.partition("\n")
+    assert summary and summary.endswith("."), f"{rule.code}: the first line is a one-sentence summary"
+    assert rest.startswith("\n"), f"{rule.code}: a blank line follows the summary"
+    labels = [label for label, _ in sections(doc)]
+    assert [label for label in labels if label in SECTIONS] == list(SECTIONS), \
+        f"{rule.code}: wants Why:, Example:, Fix: once each, in this order; has {labels}"
+    assert labels.count("Severity") <= 1 and labels.index("Severity" if "Severity" in labels else "Why") >= \
+        labels.index("Why"), f"{rule.code}: Severity: once at most, after Why:"
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=ids)
+def test_the_fix_paragraph_agrees_with_the_fix_metadata(rule):
+    """`Fix: none ...`, `Fix: safe ...`, `Fix: unsafe ...` or `Fix: sometimes ...`: the word explain's header prints."""
+    fix = [paragraph for label, paragraph in sections(rule.doc) if label == "Fix"]
+    assert fix, f"{rule.code}: no Fix: paragraph"
+    said = re.match(r"Fix: (none|safe|unsafe|sometimes)\b", fix[0])
+    assert said is not None and said.group(1) == str(rule.fix), \
+        f"{rule.code} declares fix={rule.fix}, its doc says {fix[0][:80]!r}"

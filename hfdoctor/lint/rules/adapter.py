@@ -49,6 +49,16 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       resized embeddings): vLLM refuses the adapter ("only supports modules_to_save being
       None"), merge it to serve it (warning); a rank above 16 needs vLLM's --max-lora-rank
       (info).
+
+    Example: a LoRA of HuggingFaceTB/SmolLM2-135M-Instruct saved by PEFT from the folder
+    it was trained from: base_model_name_or_path is that absolute path, while the card
+    says base_model: HuggingFaceTB/SmolLM2-135M-Instruct (warning). The same adapter, with
+    its base named, under a card whose base_model is meta-llama/Llama-3.2-1B-Instruct is
+    an error: another family.
+
+    Fix: unsafe; set base_model_name_or_path to the card's base_model when the config
+    names a folder of the training machine (the card may be wrong too). The other
+    disagreements have no automatic fix: they are the trainer's to redo.
     """
     config = repo.adapter_config
     if config is None:

@@ -36,8 +36,11 @@ def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
 def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """An engine that consumes model repos cannot load this one, or silently misreads it.
 
-    Derived from the files and hfdoctor's table of what each engine reads (the report's
-    `compat` section lists every engine). Reported:
+    Why: a repository is loaded by many engines (transformers 4.x and 5.x, vLLM, SGLang,
+    TGI, llama.cpp's converter, mlx-lm, the Open LLM Leaderboard), each reading the files
+    its own way. A layout one of them writes can be one another refuses, or reads as
+    something else without a word. Derived from the files and hfdoctor's table of what
+    each engine reads (the report's `compat` section lists every engine). Reported:
     - rope_theta only inside `rope_parameters` (transformers 5's layout): transformers
       4.x, and the vLLM/SGLang/TGI releases that bundle it, read the top-level key and
       silently use the default 10000: wrong RoPE, degraded output, no error (error;
@@ -53,6 +56,15 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       text there (transformers 5 still prefers the .jinja), a second copy that can drift.
     - a model_type no transformers 4.x release knows (info: it is the architecture's
       age, not a fault of the files).
+
+    Example: SmolLM2-135M-Instruct's metadata (read from its GGUF) saved by transformers 5:
+    rope_theta only in rope_parameters (error: 4.x silently uses 10000), tokenizer_class
+    TokenizersBackend (warning), the template only in chat_template.jinja (info: nothing
+    names TGI or the leaderboard).
+
+    Fix: sometimes; safe for rope_theta (added at the top level, read identically by
+    transformers 5), unsafe for tokenizer_class and for the template's second copy (see
+    above). None for a model_type 4.x does not know.
     """
     yield from assessed_findings(repo, self, _consumer_fix)
 
@@ -61,6 +73,8 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """llama.cpp's convert_hf_to_gguf would refuse this checkpoint.
 
+    Why: convert_hf_to_gguf is how a checkpoint becomes a GGUF for llama.cpp, Ollama and LM
+    Studio; when it refuses, nobody can make one without patching the converter. Reported:
     - A byte-level BPE tokenizer whose pre-tokenizer fingerprint (the sha256 of the ids
       of llama.cpp's test text, as the converter computes it) is not among the converter's
       known hashes: "BPE pre-tokenizer was not recognized" (llama.cpp #8649). This
@@ -68,9 +82,15 @@ def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       normalizer); upstream tokenizers are all known.
     - A Gemma / Gemma 2 checkpoint without tokenizer.model: the converter builds their
       vocabulary only from the SentencePiece file (unsloth #785, llama.cpp #9673) (error).
-    No fix: the tokenizer files are the trainer's; copy tokenizer.model from the base.
     The hash table is upstream_templates/sources/llama_cpp_pre_tokenizers.txt (llama.cpp
     commit in its header).
+
+    Example: Qwen3-8B's tokenizer.json with one pre-tokenizer regex changed (punctuation no
+    longer takes the space before it): its fingerprint is no longer Qwen2's, and the
+    converter stops with "BPE pre-tokenizer was not recognized".
+
+    Fix: none; the tokenizer files are the trainer's (ship the base's tokenizer, or copy
+    tokenizer.model from the base).
     """
     yield from assessed_findings(repo, self)
 
@@ -79,7 +99,9 @@ def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def serving_parser_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The reasoning or tool-call parser the card tells servers to use cannot parse this model.
 
-    Read from the card's serve commands (`--reasoning-parser X`, `--tool-call-parser Y`,
+    Why: vLLM and SGLang split reasoning and tool calls out of the model's text with the
+    parser named on their command line; a parser that does not fit the model refuses to
+    start, or hands tool calls back as plain text. Read from the card's serve commands (`--reasoning-parser X`, `--tool-call-parser Y`,
     vLLM and SGLang spellings) against upstream_templates/serving_parsers.json, the
     markers each parser needs (with the parser's source):
     - a parser that requires its markers to be single tokens (hermes, qwen3_coder,
@@ -90,7 +112,12 @@ def serving_parser_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - a thinking family (registry) whose <think>/</think> are not single tokens: the
       reasoning parsers refuse it and the model cannot emit what it was trained to
       (error; vLLM #13125).
-    No fix: the right parser depends on the server; the message names the markers.
+
+    Example: a card of Llama-3.1-8B-Instruct that serves it with `--tool-call-parser
+    hermes`: Llama 3.1's vocabulary has no <tool_call> token, and vLLM refuses to start
+    (vLLM #9304).
+
+    Fix: none; the right parser depends on the server; the message names the markers.
     """
     yield from assessed_findings(repo, self)
 

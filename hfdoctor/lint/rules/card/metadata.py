@@ -27,7 +27,10 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     They must share an architecture. Same family but another size (card Qwen3-14B,
     config of Qwen3-8B dimensions) is a warning.
 
-    Fix: set `base_model` to the detected upstream repo id (safe when config and
+    Example: fixtures/seed-incident, a Qwen3-8B fine-tune (config and tokenizer of
+    Qwen3-8B) whose card says `base_model: meta-llama/Meta-Llama-3.1-8B`.
+
+    Fix: sometimes; set `base_model` to the detected upstream repo id (safe when config and
     tokenizer agree on the family, unsafe otherwise). Only that line changes. When the
     weights contradict config and tokenizer (lineage confidence `conflict`), the fix is
     unsafe and names the weights as what would have to change too.

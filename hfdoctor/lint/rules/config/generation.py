@@ -79,6 +79,11 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Example: a Qwen3 fine-tune exported without generation_config.json, whose config.json
     says eos_token_id 151643 (<|endoftext|>): served, it never stops on <|im_end|>.
+
+    Fix: sometimes; safe where it only adds stop ids (create generation_config.json with
+    config.json's ids and the end-of-turn id; add the end-of-turn id to config.json's
+    eos_token_id), unsafe where it changes how the model decodes (`do_sample: true`,
+    upstream's sampling values). None for a short max_new_tokens: the author chose it.
     """
     config = repo.config
     if config is None or GEN in repo.problems:

@@ -15,16 +15,27 @@ from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 def template_portability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The chat template fails or renders differently in another template engine.
 
+    Why: the same template is rendered by different Jinja implementations, and a
+    construct one accepts another rejects or renders differently: the model is then
+    served prompts it was not trained on, or not served at all.
+
     transformers renders templates with jinja2; TGI, mistral.rs and NVIDIA dynamo use
     minijinja (configured as TGI configures it), transformers.js and LM Studio use
     @huggingface/jinja. hfdoctor renders the standard conversations in each engine it can
     run (minijinja always, @huggingface/jinja when node and the package are installed)
     and compares with transformers' render:
-    - the template does not compile there, or raises where jinja2 renders (warning:
-      e.g. SmolLM3's `{% generation %}` is an unknown statement in minijinja, #815);
+    - the template does not compile there, or raises where jinja2 renders (warning);
     - it renders other text (warning), or only other whitespace (info).
-    No fix: portable rewrites change the template; the message shows the first difference.
     llama.cpp's minja is not run here (it needs a C++ build).
+
+    Severity: info unless the repository targets an engine that renders with that template
+    engine (its card names TGI, for minijinja).
+
+    Example: SmolLM3-3B's template: `{% generation %}` is an unknown statement in minijinja
+    (#815), so TGI cannot compile it (info: SmolLM3's card does not name TGI). Qwen3-8B's
+    renders the standard conversations in minijinja exactly as in transformers.
+
+    Fix: none; portable rewrites change the template; the message shows the first difference.
     """
     yield from assessed_findings(repo, self)
 

@@ -92,6 +92,12 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     arguments, tool results, parallel calls), exactly as transformers'
     apply_chat_template would, in a separate process bounded in time and memory.
 
+    Why: a crash is an HTTP 500 for every request of that shape in vLLM, TGI, SGLang and
+    `transformers serve`, and an exception in training-data pipelines.
+
+    Example: QwQ-32B's template raises on an assistant message with content null
+    (warning); MiniMax-M2's raises on tool-call arguments given as a JSON string (info).
+
     Severity: error when a core shape (user/system/assistant turns) crashes, or when the
     template loops forever, exhausts memory or reaches for Python internals (a sandbox
     escape attempt); warning when an optional feature (tools, reasoning) crashes. A
@@ -108,9 +114,6 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     A template that renders OpenAI content parts but crashes on string content (vision
     templates iterating `message.content`) is called with parts by vLLM and SGLang: the
     `template` section says "OpenAI content parts only"; no finding.
-
-    Why: a crash is an HTTP 500 for every request of that shape in vLLM, TGI, SGLang and
-    `transformers serve`, and an exception in training-data pipelines.
 
     Fix: none automatic; the message names the shape, the exception and the template line.
     """

@@ -35,6 +35,9 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     one of them: Mistral's prompt ends with `[/INST]`, Command-A's with
     `<|CHATBOT_TOKEN|>` (the model itself then writes `<|START_RESPONSE|>`, by design).
 
+    Example: Qwen3-8B's template with its `{%- if add_generation_prompt %}` block cut off:
+    the prompt ends after the user's `<|im_end|>`, without `<|im_start|>assistant`.
+
     Fix: none automatic; emit the assistant header inside `{% if add_generation_prompt %}`.
     """
 
@@ -205,7 +208,11 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Why: when the kwarg is ignored, "thinking off" silently does nothing: the model
     thinks anyway (slower, costlier, `<think>` blocks in answers), or can never think.
 
-    Fix (unsafe): replace the template with the variant's upstream template; unsafe
+    Example: Qwen3-8B's template without its `{%- if enable_thinking is defined and
+    enable_thinking is false %}` branch (the empty `<think></think>` pre-fill): the
+    template never reads enable_thinking.
+
+    Fix: unsafe; replace the template with the variant's upstream template; unsafe
     because any local edits to the template are lost.
     """
 

@@ -112,6 +112,10 @@ def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     before every reply of a conversation rendered without reasoning), or is served a
     prompt it never saw in training. A known source of fine-tunes that stop thinking.
 
+    Example: Qwen3-8B's own template renders an empty thinking block before the last
+    reply of a full conversation, never after the generation prompt (info: upstream's
+    design, which its fine-tunes inherit).
+
     Fix: none automatic; build training examples as generation prompt + reply + end of
     turn, or pass the same kwargs (e.g. enable_thinking=False) in training and serving.
     """
@@ -267,7 +271,7 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     training started from another format: its family's pre-trained base (adapter base or
     config _name_or_path), or a Hub model the registry does not tie to the family.
 
-    Fix (unsafe): replace the template with the upstream one, only when the variant is
+    Fix: unsafe; replace the template with the upstream one, only when the variant is
     known with at least medium confidence; unsafe because the change may have been
     intended by the fine-tune.
     """

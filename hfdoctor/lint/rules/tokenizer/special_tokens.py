@@ -74,7 +74,10 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     template writes after an assistant reply (or, without a vocabulary to render with,
     with an eos_token that is an end-of-turn marker). Only chat models are checked.
 
-    Fix: safe when config.json or generation_config.json names another pad id (the
+    Example: SmolLM2-135M-Instruct pads with <|im_end|>, its end of turn: the collator
+    masks every <|im_end|> of the training data.
+
+    Fix: sometimes; safe when config.json or generation_config.json names another pad id (the
     tokenizer is made to agree with it); unsafe when the only candidate is an unused
     special token named like a pad token (`<|finetune_right_pad_id|>`, `<pad>`) or the
     `<|endoftext|>` document separator that ChatML families pad with.
@@ -164,8 +167,13 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     after the generation prompt, where the model was never trained to continue. A
     template whose generation prompt itself ends with the eos is the same error.
 
-    Fix: when the eos comes from add_eos_token while tokenizer.json adds none, setting
-    add_eos_token to false is safe (every reader then agrees, with no eos); when
+    Example: Llama-3.1-8B-Instruct's files with `add_eos_token: true` added to
+    tokenizer_config.json (transformers #30947): tokenizer.json's post-processor adds no
+    eos, but llama.cpp's converter (and transformers 4.x, for its Llama class) follow the
+    flag and append one to every encode.
+
+    Fix: sometimes; when the eos comes from add_eos_token while tokenizer.json adds none,
+    setting add_eos_token to false is safe (every reader then agrees, with no eos); when
     tokenizer.json's post-processor appends it, removing it there is unsafe (it changes
     tokenization in every engine). bos disagreements have no automatic fix.
     """

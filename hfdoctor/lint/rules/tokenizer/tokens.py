@@ -267,6 +267,9 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     text, and its signature special tokens with their ids). No family in common is a
     mismatch.
 
+    Example: Qwen3-8B's config.json and weights with Llama-3.1-8B-Instruct's tokenizer.json
+    (model_type qwen3, a Llama 3 vocabulary).
+
     Fix: none automatic; ship the tokenizer of the model the weights come from.
     """
     if repo.config is None:
@@ -332,7 +335,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     stops elsewhere is a warning with no fix (the adapter cannot change it); a base hfdoctor
     cannot identify or read is info ("cannot verify without the base model").
 
-    Fix (safe): add the end-of-turn id to generation_config.json's eos_token_id, keeping
+    Fix: safe; add the end-of-turn id to generation_config.json's eos_token_id, keeping
     the ids already there. Only ever a control token's id.
     """
     template = repo.chat_template

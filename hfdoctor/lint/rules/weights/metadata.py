@@ -15,11 +15,18 @@ from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 def weights_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """safetensors metadata that loaders require is missing or wrong.
 
-    transformers 4.x refuses a safetensors file whose __metadata__ has no `format` in
+    Why: transformers 4.x refuses a safetensors file whose __metadata__ has no `format` in
     pt/tf/flax/mlx (error: every 4.x release; mlx #743), and releases before 4.48 refuse
-    a file with no __metadata__ at all (warning). transformers 5 loads both. Checked by
-    loading such files with 4.46 and 4.57. No fix: it is a weights edit (re-save with
-    `save_file(tensors, path, metadata={"format": "pt"})`); hfdoctor never rewrites weights.
+    a file with no __metadata__ at all (warning; info unless the repository targets the
+    Open LLM Leaderboard). transformers 5 loads both. Checked by loading such files with
+    4.46 and 4.57.
+
+    Example: a model.safetensors saved with `metadata={"format": "np"}` (error); one saved
+    by safetensors' `save_file` without metadata (info). Files written by
+    save_pretrained (format pt) and by mlx-lm (format mlx) are accepted.
+
+    Fix: none; it is a weights edit (re-save with `save_file(tensors, path,
+    metadata={"format": "pt"})`), and hfdoctor never rewrites weights.
     """
     yield from assessed_findings(repo, self)
 

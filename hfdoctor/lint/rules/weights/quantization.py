@@ -41,7 +41,11 @@ def quantization_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     gives the unquantized model. A method hfdoctor does not know is reported as info:
     not verified.
 
-    Fix: removing quantization_config (or "quantization") is safe when every tensor is
+    Example: a bf16 checkpoint whose config.json keeps the quantization_config of its
+    bitsandbytes nf4 copy (unsloth #1601's merged_16bit export): every tensor is plain
+    float (error).
+
+    Fix: safe; removing quantization_config (or "quantization") when every tensor is
     plain float: nothing is quantized. Other cases have no automatic fix.
     """
     config = repo.config
