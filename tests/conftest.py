@@ -167,11 +167,39 @@ def smollm2_checkpoint(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "smollm2", build) / "SmolLM2-135M-Instruct"
 
 
+@pytest.fixture(scope="session")
+def upstream_reports() -> dict:
+    """The check report of every upstream model folder (those with a config.json), by folder name:
+    checked once per session (tests read them, never change them)."""
+    from hfdoctor.knowledge.upstream import Upstream
+    from hfdoctor.lint.check import check_target
+
+    upstream = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
+    return {name: check_target(str(UPSTREAM / name), upstream=upstream) for name in model_folders("config.json")}
+
+
+@pytest.fixture(scope="session")
+def community_checked(tmp_path_factory) -> Path:
+    """The community corpus (tests/corpus/community) checked once per session (about 30 s), in a folder
+    holding rows.json (every warning and error, judged: community_bar's rows) and fixes.json ([slug, code,
+    the fix's applicability or null] for every finding)."""
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    import community_bar
+
+    def build(out: Path) -> None:
+        fixes: list = []
+        (out / "rows.json").write_text(json.dumps(community_bar.run(fixes=fixes)))
+        (out / "fixes.json").write_text(json.dumps(fixes))
+
+    return built_once(tmp_path_factory, "community-checked", build)
+
+
 # Fixtures that take long to build, by the xdist group of the tests that use them: with
 # `--dist loadgroup` (README's test command) each group runs on one worker, so a module or
 # session fixture is built once, not once per worker (or waited for by an idle one).
 EXPENSIVE_FIXTURES = {"smollm2_checkpoint": "smollm2", "base_model": "smollm2", "adapter": "smollm2",
-                      "rows": "precision", "reports": "upstream-sweep", "hf_tokenizer_for": "transformers-tokenizers"}
+                      "rows": "precision", "community_checked": "precision",
+                      "reports": "upstream-sweep", "upstream_reports": "upstream-sweep", "hf_tokenizer_for": "transformers-tokenizers"}
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, built_once
+from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "corpus"))
 import community_bar  # noqa: E402
@@ -32,11 +32,9 @@ KNOWN = "a known false finding, not fixed yet (community_judgments.json's still_
 
 
 @pytest.fixture(scope="module")
-def rows(tmp_path_factory):
+def rows(community_checked):
     """Every warning and error on the community corpus, judged: checked once per session."""
-    folder = built_once(tmp_path_factory, "community-rows",
-                        lambda out: (out / "rows.json").write_text(json.dumps(community_bar.run())))
-    return [tuple(row) for row in json.loads((folder / "rows.json").read_text())]
+    return [tuple(row) for row in json.loads((community_checked / "rows.json").read_text())]
 
 
 def pin_id(pin: list[str]) -> str:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import UPSTREAM, model_folders
-from hfdoctor.lint.check import check_target
-from hfdoctor.knowledge.upstream import Upstream
+from conftest import model_folders
 
 EXPECTED_FAMILY = {
     "HuggingFaceTB--SmolLM3-3B": "smollm3",
@@ -71,9 +69,8 @@ def test_every_expected_folder_exists():
 
 
 @pytest.fixture(scope="module")
-def reports():
-    upstream = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
-    return {name: check_target(str(UPSTREAM / name), upstream=upstream) for name in FOLDERS}
+def reports(upstream_reports):
+    return upstream_reports
 
 
 @pytest.mark.parametrize("name", FOLDERS)

@@ -149,23 +149,24 @@ def probe(args: argparse.Namespace) -> int:
 
 
 def list_rules(args: argparse.Namespace) -> int:
-    """List every rule: code, name, default severity and what it flags."""
+    """List every rule: code, name, default severity, fix availability and what it flags."""
     from hfdoctor.lint.rules import ALL_RULES
 
     if args.markdown:
-        print("| code | name | default severity | what it flags |\n|---|---|---|---|")
+        print("| code | name | default severity | fix | what it flags |\n|---|---|---|---|---|")
         for r in ALL_RULES:
             # The anchor is each rule's helpUri in SARIF (hfdoctor.report.sarif.rule_help_uri).
-            print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | '
+            print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | {r.fix} | '
                   f"{r.summary.replace('|', chr(92) + '|')} |")
         print(split_codes_markdown())
     elif args.format == "json":
-        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "summary": r.summary,
-                           "aliases": list(r.aliases)} for r in ALL_RULES], indent=2))
+        print(json.dumps([{"code": r.code, "rule": r.name, "severity": str(r.severity), "fix": str(r.fix),
+                           "summary": r.summary, "aliases": list(r.aliases)} for r in ALL_RULES], indent=2))
     else:
         console = stdout_console()
         for r in ALL_RULES:
-            console.print(f"[bold]{r.code:<8}[/bold] {r.name:<30} {str(r.severity):<8} {r.summary}", soft_wrap=True)
+            console.print(f"[bold]{r.code:<8}[/bold] {r.name:<30} {str(r.severity):<8} {str(r.fix):<9} {r.summary}",
+                          soft_wrap=True)
     return 0
 
 
@@ -189,7 +190,7 @@ def explain(args: argparse.Namespace) -> int:
     found = find_rule(args.rule)
     if found is None:
         fail(f"unknown rule {args.rule!r} (see `hfdoctor rules`)")
-    print(f"{found.code} {found.name} (default severity: {found.severity})\n")
+    print(f"{found.code} {found.name} (default severity: {found.severity}; fix: {found.fix})\n")
     print(found.doc)
     split = standing_for(args.rule)
     if split:  # an old code: say every rule it still selects and ignores

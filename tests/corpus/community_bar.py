@@ -66,8 +66,9 @@ def judge(slug: str, rule: str, severity: str, message: str, table: dict[str, di
     return None
 
 
-def check_folders(folders: dict[str, Path]) -> list[Row]:
-    """Every warning and error on the folders, judged. Info findings are not counted (never a failed hook)."""
+def check_folders(folders: dict[str, Path], fixes: list[tuple[str, str, str | None]] | None = None) -> list[Row]:
+    """Every warning and error on the folders, judged. Info findings are not counted (never a failed hook).
+    `fixes`, when given, gets (slug, code, the fix's applicability or None) for every finding, info included."""
     table = judgments()
     up = Upstream((), use_cache=False, use_hub=False)
     rows: list[Row] = []
@@ -76,15 +77,17 @@ def check_folders(folders: dict[str, Path]) -> list[Row]:
         if report.internal_errors:
             raise SystemExit(f"{slug}: {report.internal_errors}")
         for f in report.findings:
+            if fixes is not None:
+                fixes.append((slug, f.code, str(f.fix.applicability) if f.fix else None))
             severity = str(f.severity)
             if severity in LOUD:
                 rows.append((slug, f.rule, severity, f.message, judge(slug, f.rule, severity, f.message, table)))
     return rows
 
 
-def run(only: list[str] | None = None) -> list[Row]:
+def run(only: list[str] | None = None, fixes: list[tuple[str, str, str | None]] | None = None) -> list[Row]:
     with tempfile.TemporaryDirectory() as scratch:
-        return check_folders(community_load.materialise(Path(scratch), only))
+        return check_folders(community_load.materialise(Path(scratch), only), fixes)
 
 
 def verdict_of(key: str | None, table: dict[str, dict]) -> str:

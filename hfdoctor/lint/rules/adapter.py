@@ -10,7 +10,7 @@ from hfdoctor.lineage.adapter_base import adapter_base
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.adapter import (READS_HIDDEN, WRITES_HIDDEN, AdapterWeights, adapter_weights, local_path,
                                       quantized_copy, rank_for, registry_base, targeted)
 from hfdoctor.weights.headers import repo_weights
@@ -20,7 +20,7 @@ VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
 EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings", "output_layer")
 
 
-@rule("ADP001", "adapter-inconsistent", Severity.ERROR)
+@rule("ADP001", "adapter-inconsistent", Severity.ERROR, fix=FixAvailability.UNSAFE)
 def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A PEFT adapter's config, weights and card disagree with each other or with the base model.
 
@@ -49,6 +49,16 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       resized embeddings): vLLM refuses the adapter ("only supports modules_to_save being
       None"), merge it to serve it (warning); a rank above 16 needs vLLM's --max-lora-rank
       (info).
+
+    Example: a LoRA of HuggingFaceTB/SmolLM2-135M-Instruct saved by PEFT from the folder
+    it was trained from: base_model_name_or_path is that absolute path, while the card
+    says base_model: HuggingFaceTB/SmolLM2-135M-Instruct (warning). The same adapter, with
+    its base named, under a card whose base_model is meta-llama/Llama-3.2-1B-Instruct is
+    an error: another family.
+
+    Fix: unsafe; set base_model_name_or_path to the card's base_model when the config
+    names a folder of the training machine (the card may be wrong too). The other
+    disagreements have no automatic fix: they are the trainer's to redo.
     """
     config = repo.adapter_config
     if config is None:

@@ -6,6 +6,9 @@ severity, whether it offers a fix, and the old codes it answers to. Its docstrin
 documentation `hfdoctor explain` prints, so write it for users, in the same sections for
 every rule: a one-line summary (what it flags), then `Why:`, `Example:` and `Fix:`
 paragraphs (and `Severity:` where a finding can be louder or quieter than the default).
+An example names real models or files. The `Fix:` paragraph starts with the rule's fix
+availability (`Fix: none; ...`, `Fix: safe; ...`, `Fix: unsafe; ...`, `Fix: sometimes; ...`).
+tests/test_rule_metadata.py checks all of it.
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ CheckFn = Callable[["ModelRepo", "Rule"], Iterable[Finding]]
 
 
 class FixAvailability(str, enum.Enum):
-    """Whether a rule's findings carry a fix, as ruff documents it per rule."""
+    """Which fixes a rule's findings carry, as ruff documents it per rule. A finding whose repair
+    the evidence does not single out (no edit is certain) has no fix, whatever its rule."""
 
     NONE = "none"  # never: the finding is for a person to judge
-    SAFE = "safe"  # always, and `hfdoctor fix` applies it by default
-    UNSAFE = "unsafe"  # always, and only `--unsafe-fixes` applies it
-    SOMETIMES = "sometimes"  # where the evidence singles out one repair (safe or unsafe per finding)
+    SAFE = "safe"  # safe fixes only: `hfdoctor fix` applies them by default
+    UNSAFE = "unsafe"  # unsafe fixes only: only `--unsafe-fixes` applies them
+    SOMETIMES = "sometimes"  # safe for some findings, unsafe for others (the evidence decides)
 
     def __str__(self) -> str:
         return self.value
@@ -39,7 +43,7 @@ class Rule:
     name: str
     severity: Severity
     check_fn: CheckFn
-    fix: FixAvailability | None = None
+    fix: FixAvailability
     # Codes this rule used to be (part of): `--select`/`--ignore`/`explain` still take them.
     aliases: tuple[str, ...] = ()
 
@@ -82,7 +86,7 @@ class Rule:
         )
 
 
-def rule(code: str, name: str, severity: Severity, *, fix: FixAvailability | None = None,
+def rule(code: str, name: str, severity: Severity, *, fix: FixAvailability,
          aliases: tuple[str, ...] = ()) -> Callable[[CheckFn], Rule]:
     def wrap(fn: CheckFn) -> Rule:
         return Rule(code=code, name=name, severity=severity, check_fn=fn, fix=fix, aliases=aliases)

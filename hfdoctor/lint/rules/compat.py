@@ -1,28 +1,18 @@
-"""Rules about the engines that consume the repository (hfdoctor.compat.assess finds the
-facts; these rules report them and offer the fixes that are certain)."""
+"""CMP: the engines that consume the repository (hfdoctor.compat.assess finds the facts;
+these rules report them and offer the fixes that are certain). Two more of assess's
+problems are reported by the rules of what they are about: TPL015 template-portability
+(template/portability.py) and WGT007 weights-metadata (weights/metadata.py)."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from hfdoctor.compat.assess import Problem, assess, engine_status
+from hfdoctor.compat.assess import Problem
 from hfdoctor.lint.edits.json_edits import json_set_value
-from hfdoctor.findings import Applicability, Facet, FacetKind, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
-
-
-def _findings(repo: ModelRepo, self: Rule, fix_for=None) -> Iterator[Finding]:
-    for problem in assess(repo):
-        if problem.rule != self.name:
-            continue
-        if problem.severity is None:
-            continue  # the compat section's only: not a fault this rule reports (Problem.severity)
-        affected = ", ".join(f"{engine} {engine_status(repo, problem, engine)}" for engine in problem.engines)
-        yield self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
-                           line=problem.data.get("line"), severity=problem.severity,
-                           fix=fix_for(repo, problem) if fix_for else None,
-                           facets=tuple(Facet(FacetKind.ENGINE, engine) for engine in problem.audience))
+from hfdoctor.lint.rules.assessment import assessed_findings
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
 def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
@@ -42,12 +32,15 @@ def _consumer_fix(repo: ModelRepo, problem: Problem) -> Fix | None:
     return None
 
 
-@rule("CMP001", "consumer-incompatible", Severity.WARNING)
+@rule("CMP001", "consumer-incompatible", Severity.WARNING, fix=FixAvailability.SOMETIMES)
 def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """An engine that consumes model repos cannot load this one, or silently misreads it.
 
-    Derived from the files and hfdoctor's table of what each engine reads (the report's
-    `compat` section lists every engine). Reported:
+    Why: a repository is loaded by many engines (transformers 4.x and 5.x, vLLM, SGLang,
+    TGI, llama.cpp's converter, mlx-lm, the Open LLM Leaderboard), each reading the files
+    its own way. A layout one of them writes can be one another refuses, or reads as
+    something else without a word. Derived from the files and hfdoctor's table of what
+    each engine reads (the report's `compat` section lists every engine). Reported:
     - rope_theta only inside `rope_parameters` (transformers 5's layout): transformers
       4.x, and the vLLM/SGLang/TGI releases that bundle it, read the top-level key and
       silently use the default 10000: wrong RoPE, degraded output, no error (error;
@@ -63,14 +56,25 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       text there (transformers 5 still prefers the .jinja), a second copy that can drift.
     - a model_type no transformers 4.x release knows (info: it is the architecture's
       age, not a fault of the files).
+
+    Example: SmolLM2-135M-Instruct's metadata (read from its GGUF) saved by transformers 5:
+    rope_theta only in rope_parameters (error: 4.x silently uses 10000), tokenizer_class
+    TokenizersBackend (warning), the template only in chat_template.jinja (info: nothing
+    names TGI or the leaderboard).
+
+    Fix: sometimes; safe for rope_theta (added at the top level, read identically by
+    transformers 5), unsafe for tokenizer_class and for the template's second copy (see
+    above). None for a model_type 4.x does not know.
     """
-    yield from _findings(repo, self, _consumer_fix)
+    yield from assessed_findings(repo, self, _consumer_fix)
 
 
-@rule("CMP002", "gguf-convert-blocker", Severity.WARNING)
+@rule("CMP002", "gguf-convert-blocker", Severity.WARNING, fix=FixAvailability.NONE)
 def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """llama.cpp's convert_hf_to_gguf would refuse this checkpoint.
 
+    Why: convert_hf_to_gguf is how a checkpoint becomes a GGUF for llama.cpp, Ollama and LM
+    Studio; when it refuses, nobody can make one without patching the converter. Reported:
     - A byte-level BPE tokenizer whose pre-tokenizer fingerprint (the sha256 of the ids
       of llama.cpp's test text, as the converter computes it) is not among the converter's
       known hashes: "BPE pre-tokenizer was not recognized" (llama.cpp #8649). This
@@ -78,18 +82,26 @@ def gguf_convert_blocker(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       normalizer); upstream tokenizers are all known.
     - A Gemma / Gemma 2 checkpoint without tokenizer.model: the converter builds their
       vocabulary only from the SentencePiece file (unsloth #785, llama.cpp #9673) (error).
-    No fix: the tokenizer files are the trainer's; copy tokenizer.model from the base.
     The hash table is upstream_templates/sources/llama_cpp_pre_tokenizers.txt (llama.cpp
     commit in its header).
+
+    Example: Qwen3-8B's tokenizer.json with one pre-tokenizer regex changed (punctuation no
+    longer takes the space before it): its fingerprint is no longer Qwen2's, and the
+    converter stops with "BPE pre-tokenizer was not recognized".
+
+    Fix: none; the tokenizer files are the trainer's (ship the base's tokenizer, or copy
+    tokenizer.model from the base).
     """
-    yield from _findings(repo, self)
+    yield from assessed_findings(repo, self)
 
 
-@rule("CMP003", "serving-parser-mismatch", Severity.WARNING)
+@rule("CMP003", "serving-parser-mismatch", Severity.WARNING, fix=FixAvailability.NONE)
 def serving_parser_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The reasoning or tool-call parser the card tells servers to use cannot parse this model.
 
-    Read from the card's serve commands (`--reasoning-parser X`, `--tool-call-parser Y`,
+    Why: vLLM and SGLang split reasoning and tool calls out of the model's text with the
+    parser named on their command line; a parser that does not fit the model refuses to
+    start, or hands tool calls back as plain text. Read from the card's serve commands (`--reasoning-parser X`, `--tool-call-parser Y`,
     vLLM and SGLang spellings) against upstream_templates/serving_parsers.json, the
     markers each parser needs (with the parser's source):
     - a parser that requires its markers to be single tokens (hermes, qwen3_coder,
@@ -100,40 +112,14 @@ def serving_parser_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - a thinking family (registry) whose <think>/</think> are not single tokens: the
       reasoning parsers refuse it and the model cannot emit what it was trained to
       (error; vLLM #13125).
-    No fix: the right parser depends on the server; the message names the markers.
+
+    Example: a card of Llama-3.1-8B-Instruct that serves it with `--tool-call-parser
+    hermes`: Llama 3.1's vocabulary has no <tool_call> token, and vLLM refuses to start
+    (vLLM #9304).
+
+    Fix: none; the right parser depends on the server; the message names the markers.
     """
-    yield from _findings(repo, self)
+    yield from assessed_findings(repo, self)
 
 
-@rule("WGT007", "weights-metadata", Severity.WARNING)
-def weights_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """safetensors metadata that loaders require is missing or wrong.
-
-    transformers 4.x refuses a safetensors file whose __metadata__ has no `format` in
-    pt/tf/flax/mlx (error: every 4.x release; mlx #743), and releases before 4.48 refuse
-    a file with no __metadata__ at all (warning). transformers 5 loads both. Checked by
-    loading such files with 4.46 and 4.57. No fix: it is a weights edit (re-save with
-    `save_file(tensors, path, metadata={"format": "pt"})`); hfdoctor never rewrites weights.
-    """
-    yield from _findings(repo, self)
-
-
-@rule("TPL015", "template-portability", Severity.WARNING)
-def template_portability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """The chat template fails or renders differently in another template engine.
-
-    transformers renders templates with jinja2; TGI, mistral.rs and NVIDIA dynamo use
-    minijinja (configured as TGI configures it), transformers.js and LM Studio use
-    @huggingface/jinja. hfdoctor renders the standard conversations in each engine it can
-    run (minijinja always, @huggingface/jinja when node and the package are installed)
-    and compares with transformers' render:
-    - the template does not compile there, or raises where jinja2 renders (warning:
-      e.g. SmolLM3's `{% generation %}` is an unknown statement in minijinja, #815);
-    - it renders other text (warning), or only other whitespace (info).
-    No fix: portable rewrites change the template; the message shows the first difference.
-    llama.cpp's minja is not run here (it needs a C++ build).
-    """
-    yield from _findings(repo, self)
-
-
-RULES = [consumer_incompatible, template_portability, gguf_convert_blocker, serving_parser_mismatch, weights_metadata]
+RULES = [consumer_incompatible, gguf_convert_blocker, serving_parser_mismatch]

@@ -9,7 +9,7 @@ from hfdoctor.sources import gitfiles
 from hfdoctor.findings import Edit, Finding, Fix, Severity
 from hfdoctor.lineage import card_base_models
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 # The Hub refuses a git push holding a file above this size that is not stored with git-lfs.
 LFS_LIMIT = 10 * 1024 * 1024
@@ -41,7 +41,7 @@ def _pushed_files(repo: ModelRepo) -> tuple[dict[str, int], bool] | None:
     return sizes, gitfiles.lfs_filter_configured(root)
 
 
-@rule("PUB001", "lfs-attributes", Severity.ERROR)
+@rule("PUB001", "lfs-attributes", Severity.ERROR, fix=FixAvailability.SAFE)
 def lfs_attributes(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A file over 10 MiB is not routed through git-lfs by `.gitattributes`: the Hub refuses the push.
 
@@ -56,7 +56,10 @@ def lfs_attributes(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     fails whatever .gitattributes says). A directory that is not a git repository is
     uploaded with `hf upload`, which routes large files by itself.
 
-    Fix (safe): append `<file> filter=lfs diff=lfs merge=lfs -text` to .gitattributes (it is
+    Example: Qwen3-8B's files in a git work tree with the Hub's default .gitattributes:
+    its tokenizer.json (10.9 MiB) is not routed, so the push is refused.
+
+    Fix: safe; append `<file> filter=lfs diff=lfs merge=lfs -text` to .gitattributes (it is
     created when missing). A file already committed as a plain blob must then be re-added
     (`git rm --cached FILE && git add FILE`, or `git lfs migrate import --include=FILE` for
     older commits).
@@ -120,7 +123,7 @@ def _route_fix(repo: ModelRepo, files: list[str]) -> Fix | None:
     return Fix(title, (Edit(".gitattributes", len(raw), len(raw), prefix + lines),))
 
 
-@rule("PUB002", "processor-missing", Severity.ERROR)
+@rule("PUB002", "processor-missing", Severity.ERROR, fix=FixAvailability.NONE)
 def processor_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A vision-language model lacks the processor files its loaders need.
 
@@ -132,6 +135,10 @@ def processor_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Qwen3-VL #1488): fine-tunes saved with `model.save_pretrained` and
     `tokenizer.save_pretrained` (not the processor's) ship exactly that. Checked on
     checkpoints (with weights), not on metadata-only folders.
+
+    Example: a checkpoint of the Qwen2.5-VL architecture (model_type qwen2_5_vl) saved with
+    `model.save_pretrained` and the tokenizer's, without preprocessor_config.json:
+    AutoProcessor.from_pretrained raises "Can't load image processor".
 
     Fix: none automatic (hfdoctor ships no upstream processor files yet); copy
     preprocessor_config.json (and chat_template.json, video_preprocessor_config.json when

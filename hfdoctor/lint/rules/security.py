@@ -321,7 +321,7 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-@rule("SEC003", "unsafe-model-file", Severity.ERROR)
+@rule("SEC003", "unsafe-model-file", Severity.ERROR, fix=FixAvailability.NONE)
 def unsafe_model_file(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Another model format runs code or reaches outside the repository on load: Keras Lambda layers or module references, ONNX external data outside the repo, TF SavedModel PyFunc.
 
@@ -362,7 +362,7 @@ def _auto_map_refs(auto_map: dict) -> list[tuple[str, str]]:
     return refs
 
 
-@rule("SEC002", "remote-code", Severity.WARNING)
+@rule("SEC002", "remote-code", Severity.WARNING, fix=FixAvailability.NONE)
 def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """config.json or tokenizer_config.json has an `auto_map`: loading needs trust_remote_code.
 

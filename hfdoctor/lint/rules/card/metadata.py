@@ -9,10 +9,10 @@ from hfdoctor.knowledge import registry
 from hfdoctor.lint.edits.card_edits import card_set_base_model
 from hfdoctor.findings import Applicability, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
-@rule("CARD001", "base-model-mismatch", Severity.ERROR)
+@rule("CARD001", "base-model-mismatch", Severity.ERROR, fix=FixAvailability.SOMETIMES)
 def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The model card's `base_model` is of another lineage than the checkpoint.
 
@@ -27,7 +27,10 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     They must share an architecture. Same family but another size (card Qwen3-14B,
     config of Qwen3-8B dimensions) is a warning.
 
-    Fix: set `base_model` to the detected upstream repo id (safe when config and
+    Example: fixtures/seed-incident, a Qwen3-8B fine-tune (config and tokenizer of
+    Qwen3-8B) whose card says `base_model: meta-llama/Meta-Llama-3.1-8B`.
+
+    Fix: sometimes; set `base_model` to the detected upstream repo id (safe when config and
     tokenizer agree on the family, unsafe otherwise). Only that line changes. When the
     weights contradict config and tokenizer (lineage confidence `conflict`), the fix is
     unsafe and names the weights as what would have to change too.
@@ -94,7 +97,7 @@ REQUIRED_CARD_FIELDS = {
 }
 
 
-@rule("CARD002", "card-metadata", Severity.WARNING)
+@rule("CARD002", "card-metadata", Severity.WARNING, fix=FixAvailability.NONE)
 def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The model card is missing, its front matter is invalid, or license/library_name/pipeline_tag are absent.
 

@@ -9,7 +9,7 @@ from hfdoctor.knowledge import registry
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.expected import CannotVerify, ConfigRejected, expected_layout
 from hfdoctor.weights.headers import repo_weights
 
@@ -33,11 +33,13 @@ def _rope(config: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-@rule("CFG005", "config-inconsistent", Severity.WARNING)
+@rule("CFG005", "config-inconsistent", Severity.WARNING, fix=FixAvailability.SOMETIMES)
 def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """config.json values contradict each other, the generation setup, or the weights.
 
-    What is flagged, and why:
+    Why: every engine builds the model from config.json; a value that contradicts the
+    weights or another value of the file is read differently by each engine, or silently
+    runs a model other than the one trained. What is flagged:
     - tie_word_embeddings false but the weights have no lm_head.weight: transformers
       initialises the output layer at random (error: the model outputs noise). Unsafe fix:
       tie_word_embeddings true, so the embedding (the only head there is) serves as output.
@@ -57,6 +59,16 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - `use_cache: false` left over from training (LLaMA-Factory #1161): without a
       generation_config.json, generate() then re-runs the whole sequence for every new
       token (checked on transformers 5.23). Safe fix: use_cache true (outputs are identical).
+
+    Example: SmolLM3-3B's config.json says `use_cache: false` (info there: it ships a
+    generation_config.json). A copy of
+    Qwen3-8B with yarn rope_scaling but no original_max_position_embeddings (Qwen3's
+    README extends its context this way) is flagged: transformers 5 takes
+    max_position_embeddings (40960) as the original length.
+
+    Fix: sometimes; safe where the weights or the outputs decide (the weights' dtype,
+    use_cache true), unsafe where it picks which head the model uses (tie_word_embeddings).
+    None for RoPE scaling: only the trainer knows the original length.
     """
     config = repo.config
     if config is None:

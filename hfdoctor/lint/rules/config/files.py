@@ -8,14 +8,14 @@ from hfdoctor.knowledge import registry
 from hfdoctor.repo.file_names import browser_duplicate_of
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import METADATA_JSON_FILES, ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 # The files loaders look for by name: one saved as `name (1).ext` is never read.
 LOADER_FILES = frozenset({*METADATA_JSON_FILES, "chat_template.jinja", "tokenizer.model", "merges.txt", "README.md",
                           "adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin"})
 
 
-@rule("CFG001", "file-unreadable", Severity.ERROR)
+@rule("CFG001", "file-unreadable", Severity.ERROR, fix=FixAvailability.NONE)
 def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A metadata file is missing where required, is not valid JSON/YAML, or is truncated.
 
@@ -85,7 +85,7 @@ def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-@rule("CFG002", "config-architecture-mismatch", Severity.ERROR)
+@rule("CFG002", "config-architecture-mismatch", Severity.ERROR, fix=FixAvailability.NONE)
 def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """config.json's `architectures` and `model_type` disagree, or the config cannot be built.
 
@@ -187,7 +187,7 @@ def _dimension_problems(repo: ModelRepo, self: Rule, config: dict) -> Iterator[F
         )
 
 
-@rule("CFG003", "symlink-outside-repo", Severity.ERROR)
+@rule("CFG003", "symlink-outside-repo", Severity.ERROR, fix=FixAvailability.NONE)
 def symlink_outside_repo(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A file of the repository is a symbolic link that leaves it; hfdoctor never reads through it.
 

@@ -10,7 +10,7 @@ from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list, json_set_value, json_set_values
 from hfdoctor.findings import Applicability, Edit, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 GEN = "generation_config.json"
 # Flags only sampling uses, and the value at which transformers considers them unset
@@ -47,7 +47,7 @@ def _new_generation_config(config: dict[str, Any], stop_id: int | None) -> str |
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-@rule("CFG004", "generation-config", Severity.WARNING)
+@rule("CFG004", "generation-config", Severity.WARNING, fix=FixAvailability.SOMETIMES)
 def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """generation_config.json is missing on a chat model, or its eos/sampling/length defaults break serving.
 
@@ -79,6 +79,11 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Example: a Qwen3 fine-tune exported without generation_config.json, whose config.json
     says eos_token_id 151643 (<|endoftext|>): served, it never stops on <|im_end|>.
+
+    Fix: sometimes; safe where it only adds stop ids (create generation_config.json with
+    config.json's ids and the end-of-turn id; add the end-of-turn id to config.json's
+    eos_token_id), unsafe where it changes how the model decodes (`do_sample: true`,
+    upstream's sampling values). None for a short max_new_tokens: the author chose it.
     """
     config = repo.config
     if config is None or GEN in repo.problems:

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.sources.base import WEIGHT_SUFFIXES
 
 # Files that make a folder a model repository (or an adapter, a GGUF or a tokenizer repo).
@@ -30,7 +30,7 @@ def is_model_repo(repo: ModelRepo) -> bool:
     return any(_model_file(rel) for rel in repo.entries)
 
 
-@rule("CFG006", "not-a-model-repo", Severity.ERROR)
+@rule("CFG006", "not-a-model-repo", Severity.ERROR, fix=FixAvailability.NONE)
 def not_a_model_repo(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The target holds no model files at all: no config, tokenizer, template, weights or GGUF.
 
@@ -57,7 +57,7 @@ def not_a_model_repo(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     )
 
 
-@rule("CFG007", "check-incomplete", Severity.WARNING)
+@rule("CFG007", "check-incomplete", Severity.WARNING, fix=FixAvailability.NONE)
 def check_incomplete(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A time or byte budget ran out, or part of the repository could not be listed: names what was not checked.
 

@@ -5,7 +5,8 @@
 - serving: TPL006 generation prompt, TPL007 double BOS, TPL008 thinking toggle, TPL009 kwargs;
 - training: TPL010 prefix stability, TPL011 train/inference, TPL012 assistant masks, TPL013 drift;
 - provenance: TPL014 template-backdoor (what the source does on purpose);
-- claims: TPL016 tool-support-mismatch, CARD003 card-example-fails (what the card promises).
+- portability: TPL015 template-portability (the template in other template engines);
+- claims: TPL016 tool-support-mismatch (what the card promises about tools).
 
 common.py holds what they share (the analyses, locations in a template). These modules
 import hfdoctor.chat, hfdoctor.lint.edits, lineage and the registry; never check or fix.
@@ -13,6 +14,7 @@ import hfdoctor.chat, hfdoctor.lint.edits, lineage and the registry; never check
 
 from __future__ import annotations
 
-from hfdoctor.lint.rules.template import claims, presence, provenance, rendering, serving, training
+from hfdoctor.lint.rules.template import claims, portability, presence, provenance, rendering, serving, training
 
-RULES = [*presence.RULES, *rendering.RULES, *serving.RULES, *training.RULES, *provenance.RULES, *claims.RULES]
+RULES = [*presence.RULES, *rendering.RULES, *serving.RULES, *training.RULES, *provenance.RULES, *portability.RULES,
+         *claims.RULES]

@@ -1,6 +1,6 @@
 """What the model card promises about chatting with the model, against the shipped template:
-TPL016 tool-support-mismatch (tools, and past tool calls in the history) and CARD003
-card-example-fails (the card's own messages example)."""
+TPL016 tool-support-mismatch (tools, and past tool calls in the history). The card's own
+messages example is CARD003's (hfdoctor.lint.rules.card.examples)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from typing import Iterator
 
 from hfdoctor.bounded import patterns
 from hfdoctor.chat import corpus
-from hfdoctor.chat.analysis import special_tokens_for_render, trusted_templates
-from hfdoctor.chat.examples import card_examples, missing_content, render_examples, summary
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, location
 
 TOOL_CLAIM = patterns.compile(r"(?i)\b(function[- ]calling|tool[- ](?:use|calling|calls?)|tool-call-parser|"
@@ -34,7 +32,7 @@ def tool_claim(repo: ModelRepo) -> str | None:
     return f"the card says {found.group(0)!r}" if found else None
 
 
-@rule("TPL016", "tool-support-mismatch", Severity.WARNING)
+@rule("TPL016", "tool-support-mismatch", Severity.WARNING, fix=FixAvailability.NONE)
 def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The card claims tool/function calling but the template ignores `tools`, or the template drops past tool calls.
 
@@ -88,54 +86,4 @@ def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
-@rule("CARD003", "card-example-fails", Severity.WARNING)
-def card_example_fails(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """A usage example in the model card (a messages list) fails or renders wrongly with the shipped template.
-
-    Why: users copy the card's example first. When the shipped template raises on it (a
-    system message the template refuses, roles it does not alternate) or silently leaves
-    part of it out (a system prompt that is never rendered), the first thing a user tries
-    fails, or the model never sees the instructions the card shows how to give.
-
-    How it is found: Python code blocks of README.md are parsed (never run); a list of
-    `{"role": ..., "content": ...}` dicts is a conversation (a content that is not a
-    string literal becomes a placeholder). It is rendered with the default template and the
-    tokenizer's special tokens, as apply_chat_template would, in the bounded renderer.
-
-    Example: Mistral-7B-Instruct-v0.3's card shows a pirate system prompt, and a template
-    that raises "Conversation roles must alternate user/assistant/user/assistant/...".
-
-    Fix: none automatic; change the example or ship a template that handles it.
-    """
-    card = repo.card
-    found = default_template(repo)
-    if card is None or found is None:
-        return
-    source, _ = found
-    examples = card_examples(card.body)
-    if not examples:
-        return
-    offset = card.text[: len(card.text) - len(card.body)].count("\n") if card.text.endswith(card.body) else 0
-    renders = render_examples(source.text, examples, special_tokens_for_render(repo), trusted_templates())
-    for example, rendered in zip(examples, renders):
-        where = f"README.md line {example.line + offset}"
-        if rendered.error is not None:
-            yield self.finding(
-                repo,
-                f"the model card's example ({where}: {summary(example)}) fails with the shipped chat template "
-                f"({source.where}): {rendered.error}. Users who copy it get this error first.",
-                file="README.md", line=example.line + offset,
-            )
-            continue
-        left_out = missing_content(example, rendered.text or "")
-        if left_out:
-            role, text = left_out[0]
-            yield self.finding(
-                repo,
-                f"the model card's example ({where}: {summary(example)}) renders without its {role} message "
-                f"({text[:60]!r}): the shipped chat template ({source.where}) leaves it out, so the model never sees it.",
-                file="README.md", line=example.line + offset,
-            )
-
-
-RULES = [tool_support_mismatch, card_example_fails]
+RULES = [tool_support_mismatch]

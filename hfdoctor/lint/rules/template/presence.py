@@ -11,11 +11,11 @@ from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.lint.edits.template_edits import missing_template_fix
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.knowledge.upstream import shipped_template
 
 
-@rule("TPL001", "missing-chat-template", Severity.ERROR)
+@rule("TPL001", "missing-chat-template", Severity.ERROR, fix=FixAvailability.SAFE)
 def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A chat/instruct model ships no chat template.
 
@@ -38,7 +38,11 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     examples, a conversation prompt format such as `USER: ... ASSISTANT:` as its
     prompt_template or in the card of a model named chat/instruct), the finding is a warning.
 
-    Fix (safe): insert the canonical template of the detected family variant: the text
+    Example: fixtures/seed-incident, a replica of the incident hfdoctor was born from: a
+    Qwen3-8B fine-tune (Qwen3's tokenizer, <|im_end|> as eos) whose tokenizer_config.json
+    has no chat_template.
+
+    Fix: safe; insert the canonical template of the detected family variant: the text
     hfdoctor ships (upstream_templates/templates/, verified against the sha256 its
     registry pins), or the one in --upstream DIR / HFDOCTOR_UPSTREAM when given. Offered
     only when the evidence names the variant with at least medium confidence (the
@@ -109,7 +113,7 @@ def _template_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> tuple[Fix | 
     return missing_template_fix(repo, variant)
 
 
-@rule("TPL002", "chat-template-conflict", Severity.WARNING)
+@rule("TPL002", "chat-template-conflict", Severity.WARNING, fix=FixAvailability.UNSAFE)
 def chat_template_conflict(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Two template sources disagree (e.g. tokenizer_config.json vs chat_template.jinja).
 
@@ -125,7 +129,7 @@ def chat_template_conflict(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: a fine-tune edited chat_template.jinja to add tool calling, but the stale
     copy in tokenizer_config.json still ships.
 
-    Fix (unsafe): make tokenizer_config.json's copy equal to the one transformers uses.
+    Fix: unsafe; make tokenizer_config.json's copy equal to the one transformers uses.
     Unsafe because which version the author meant cannot be known. None for the ignored
     default: save it as chat_template.jinja.
     """

@@ -14,7 +14,7 @@ from hfdoctor.chat import capabilities, corpus
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import shipped_template
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.bounded.tokenizing import TokenizerFailed
 from hfdoctor.lint.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, quoted_line, shapes_text, template_sources,
@@ -29,7 +29,7 @@ CAPABILITY_ONLY = {"typed_content", "typed_system", "documents"}
 TOOL_SHAPES = {"tool_call", "tool_result", "tool_result_reply", "tool_call_string_args", "tool_call_null_content",
                "parallel_tool_calls"}
 
-@rule("TPL003", "chat-template-syntax-error", Severity.ERROR)
+@rule("TPL003", "chat-template-syntax-error", Severity.ERROR, fix=FixAvailability.NONE)
 def chat_template_syntax_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The chat template does not compile.
 
@@ -83,7 +83,7 @@ def _crash_hint(analysis: "TemplateAnalysis", names: set[str], error: "RenderErr
     return ""
 
 
-@rule("TPL004", "chat-template-render-error", Severity.ERROR)
+@rule("TPL004", "chat-template-render-error", Severity.ERROR, fix=FixAvailability.NONE)
 def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template raises, or never returns, on a standard conversation.
 
@@ -91,6 +91,12 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     reasoning_content, tool definitions, tool calls with object and JSON-string
     arguments, tool results, parallel calls), exactly as transformers'
     apply_chat_template would, in a separate process bounded in time and memory.
+
+    Why: a crash is an HTTP 500 for every request of that shape in vLLM, TGI, SGLang and
+    `transformers serve`, and an exception in training-data pipelines.
+
+    Example: QwQ-32B's template raises on an assistant message with content null
+    (warning); MiniMax-M2's raises on tool-call arguments given as a JSON string (info).
 
     Severity: error when a core shape (user/system/assistant turns) crashes, or when the
     template loops forever, exhausts memory or reaches for Python internals (a sandbox
@@ -108,9 +114,6 @@ def chat_template_render_error(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     A template that renders OpenAI content parts but crashes on string content (vision
     templates iterating `message.content`) is called with parts by vLLM and SGLang: the
     `template` section says "OpenAI content parts only"; no finding.
-
-    Why: a crash is an HTTP 500 for every request of that shape in vLLM, TGI, SGLang and
-    `transformers serve`, and an exception in training-data pipelines.
 
     Fix: none automatic; the message names the shape, the exception and the template line.
     """
@@ -219,7 +222,7 @@ def _handles_system(text: str) -> bool:
     return SYSTEM_TEST.search(text) is not None
 
 
-@rule("TPL005", "template-unknown-token", Severity.ERROR)
+@rule("TPL005", "template-unknown-token", Severity.ERROR, fix=FixAvailability.NONE)
 def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A marker the template emits is not a single token of the vocabulary.
 

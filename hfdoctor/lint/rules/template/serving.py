@@ -11,14 +11,14 @@ from hfdoctor.chat import capabilities, corpus
 from hfdoctor.lint.edits.template_edits import upstream_replacement
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text, template_sources,
 )
 from hfdoctor.lint.rules.template.design import design_facets, upstream_templates
 
 
-@rule("TPL006", "generation-prompt-noop", Severity.WARNING)
+@rule("TPL006", "generation-prompt-noop", Severity.WARNING, fix=FixAvailability.NONE)
 def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """`add_generation_prompt=True` changes nothing, although replies start with a header.
 
@@ -34,6 +34,9 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     reply and never before a user message. Not reported when the prompt already contains
     one of them: Mistral's prompt ends with `[/INST]`, Command-A's with
     `<|CHATBOT_TOKEN|>` (the model itself then writes `<|START_RESPONSE|>`, by design).
+
+    Example: Qwen3-8B's template with its `{%- if add_generation_prompt %}` block cut off:
+    the prompt ends after the user's `<|im_end|>`, without `<|im_start|>assistant`.
 
     Fix: none automatic; emit the assistant header inside `{% if add_generation_prompt %}`.
     """
@@ -143,7 +146,7 @@ def _processors(processor: Any) -> list[dict]:
     return [processor]
 
 
-@rule("TPL007", "double-bos", Severity.WARNING)
+@rule("TPL007", "double-bos", Severity.WARNING, fix=FixAvailability.NONE)
 def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template emits the BOS token and the tokenizer also adds one.
 
@@ -189,7 +192,7 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     )
 
 
-@rule("TPL008", "thinking-toggle-ignored", Severity.WARNING)
+@rule("TPL008", "thinking-toggle-ignored", Severity.WARNING, fix=FixAvailability.UNSAFE)
 def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A hybrid-thinking family whose template ignores `enable_thinking` (or the toggle changes nothing).
 
@@ -205,7 +208,11 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Why: when the kwarg is ignored, "thinking off" silently does nothing: the model
     thinks anyway (slower, costlier, `<think>` blocks in answers), or can never think.
 
-    Fix (unsafe): replace the template with the variant's upstream template; unsafe
+    Example: Qwen3-8B's template without its `{%- if enable_thinking is defined and
+    enable_thinking is false %}` branch (the empty `<think></think>` pre-fill): the
+    template never reads enable_thinking.
+
+    Fix: unsafe; replace the template with the variant's upstream template; unsafe
     because any local edits to the template are lost.
     """
 
@@ -235,7 +242,7 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     )
 
 
-@rule("TPL009", "template-kwarg-crash", Severity.ERROR)
+@rule("TPL009", "template-kwarg-crash", Severity.ERROR, fix=FixAvailability.NONE)
 def template_kwarg_crash(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template reads a kwarg and fails when it is absent (or when it is passed).
 

@@ -14,14 +14,14 @@ from hfdoctor.chat.consistency import Vocabulary
 from hfdoctor.lint.edits.template_edits import replace_template_fix
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, line_of_text, location, mode_text
 from hfdoctor.lint.rules.template.design import candidate_variants, design_facets, upstream_templates
 from hfdoctor.bounded.tokenizing import Splitter, load_splitter
 from hfdoctor.knowledge.upstream import canonical_template
 
 
-@rule("TPL010", "prefix-instability", Severity.WARNING)
+@rule("TPL010", "prefix-instability", Severity.WARNING, fix=FixAvailability.NONE)
 def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendering of a conversation is not a prefix of the rendering of its continuation.
 
@@ -97,7 +97,7 @@ def _vocabulary(repo: ModelRepo):
     return Vocabulary(tuple(sorted(a for a in added if a)), frozenset(lstrip), lambda: repo.tokenizer, split)
 
 
-@rule("TPL011", "train-inference-mismatch", Severity.WARNING)
+@rule("TPL011", "train-inference-mismatch", Severity.WARNING, fix=FixAvailability.NONE)
 def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Rendering a full conversation differs from generation prompt + reply + end of turn.
 
@@ -111,6 +111,10 @@ def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     text after the prompt that it is never served (Qwen3: an empty `<think>\\n\\n</think>`
     before every reply of a conversation rendered without reasoning), or is served a
     prompt it never saw in training. A known source of fine-tunes that stop thinking.
+
+    Example: Qwen3-8B's own template renders an empty thinking block before the last
+    reply of a full conversation, never after the generation prompt (info: upstream's
+    design, which its fine-tunes inherit).
 
     Fix: none automatic; build training examples as generation prompt + reply + end of
     turn, or pass the same kwargs (e.g. enable_thinking=False) in training and serving.
@@ -161,7 +165,7 @@ def train_inference_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
-@rule("TPL012", "no-assistant-mask", Severity.INFO)
+@rule("TPL012", "no-assistant-mask", Severity.INFO, fix=FixAvailability.NONE)
 def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The template has no `{% generation %}` markers, so assistant-only loss masks are impossible.
 
@@ -239,7 +243,7 @@ def _only_the_date_differs(ours, upstream) -> bool:
     return differs
 
 
-@rule("TPL013", "template-drift", Severity.WARNING)
+@rule("TPL013", "template-drift", Severity.WARNING, fix=FixAvailability.UNSAFE)
 def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendered output differs from the upstream family template on standard conversations.
 
@@ -267,7 +271,7 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     training started from another format: its family's pre-trained base (adapter base or
     config _name_or_path), or a Hub model the registry does not tie to the family.
 
-    Fix (unsafe): replace the template with the upstream one, only when the variant is
+    Fix: unsafe; replace the template with the upstream one, only when the variant is
     known with at least medium confidence; unsafe because the change may have been
     intended by the fine-tune.
     """

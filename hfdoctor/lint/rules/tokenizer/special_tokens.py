@@ -11,7 +11,7 @@ from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 # Tokenizer classes whose transformers 4.x fast version rebuilds tokenizer.json's
 # post-processor from add_bos_token/add_eos_token (and their defaults when the flags are
@@ -60,7 +60,7 @@ def _flag(config: dict[str, Any], key: str) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-@rule("TOK005", "pad-token-is-eos", Severity.WARNING)
+@rule("TOK005", "pad-token-is-eos", Severity.WARNING, fix=FixAvailability.SOMETIMES)
 def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The pad token is the token that ends an assistant turn (the eos of a chat model).
 
@@ -74,7 +74,10 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     template writes after an assistant reply (or, without a vocabulary to render with,
     with an eos_token that is an end-of-turn marker). Only chat models are checked.
 
-    Fix: safe when config.json or generation_config.json names another pad id (the
+    Example: SmolLM2-135M-Instruct pads with <|im_end|>, its end of turn: the collator
+    masks every <|im_end|> of the training data.
+
+    Fix: sometimes; safe when config.json or generation_config.json names another pad id (the
     tokenizer is made to agree with it); unsafe when the only candidate is an unused
     special token named like a pad token (`<|finetune_right_pad_id|>`, `<pad>`) or the
     `<|endoftext|>` document separator that ChatML families pad with.
@@ -147,7 +150,7 @@ def _pad_fix(repo: ModelRepo, token: str, safe: bool) -> Fix | None:
     return Fix(f"set pad_token to {token}", tuple(edits), Applicability.SAFE if safe else Applicability.UNSAFE)
 
 
-@rule("TOK006", "tokenizer-adds-eos", Severity.ERROR)
+@rule("TOK006", "tokenizer-adds-eos", Severity.ERROR, fix=FixAvailability.SOMETIMES)
 def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """add_bos_token/add_eos_token disagree with tokenizer.json's post-processor, or an eos is appended after the generation prompt.
 
@@ -164,8 +167,13 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     after the generation prompt, where the model was never trained to continue. A
     template whose generation prompt itself ends with the eos is the same error.
 
-    Fix: when the eos comes from add_eos_token while tokenizer.json adds none, setting
-    add_eos_token to false is safe (every reader then agrees, with no eos); when
+    Example: Llama-3.1-8B-Instruct's files with `add_eos_token: true` added to
+    tokenizer_config.json (transformers #30947): tokenizer.json's post-processor adds no
+    eos, but llama.cpp's converter (and transformers 4.x, for its Llama class) follow the
+    flag and append one to every encode.
+
+    Fix: sometimes; when the eos comes from add_eos_token while tokenizer.json adds none,
+    setting add_eos_token to false is safe (every reader then agrees, with no eos); when
     tokenizer.json's post-processor appends it, removing it there is unsafe (it changes
     tokenization in every engine). bos disagreements have no automatic fix.
     """

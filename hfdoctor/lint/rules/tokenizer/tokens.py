@@ -11,10 +11,10 @@ from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list
 from hfdoctor.findings import Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
-@rule("TOK002", "added-tokens-inconsistent", Severity.ERROR)
+@rule("TOK002", "added-tokens-inconsistent", Severity.ERROR, fix=FixAvailability.NONE)
 def added_tokens_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """`added_tokens_decoder` in tokenizer_config.json disagrees with tokenizer.json's added tokens.
 
@@ -60,7 +60,7 @@ def added_tokens_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-@rule("TOK003", "tokenizer-lineage-mismatch", Severity.ERROR)
+@rule("TOK003", "tokenizer-lineage-mismatch", Severity.ERROR, fix=FixAvailability.NONE)
 def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The tokenizer belongs to another model family than config.json declares.
 
@@ -72,6 +72,9 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     is fingerprinted independently (its vocabulary at fixed ids, how it encodes a fixed
     text, and its signature special tokens with their ids). No family in common is a
     mismatch.
+
+    Example: Qwen3-8B's config.json and weights with Llama-3.1-8B-Instruct's tokenizer.json
+    (model_type qwen3, a Llama 3 vocabulary).
 
     Fix: none automatic; ship the tokenizer of the model the weights come from.
     """
@@ -104,7 +107,7 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     )
 
 
-@rule("TOK004", "eos-not-end-of-turn", Severity.ERROR)
+@rule("TOK004", "eos-not-end-of-turn", Severity.ERROR, fix=FixAvailability.SAFE)
 def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The token that ends an assistant turn in the chat template is not an eos id.
 
@@ -138,7 +141,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     stops elsewhere is a warning with no fix (the adapter cannot change it); a base hfdoctor
     cannot identify or read is info ("cannot verify without the base model").
 
-    Fix (safe): add the end-of-turn id to generation_config.json's eos_token_id, keeping
+    Fix: safe; add the end-of-turn id to generation_config.json's eos_token_id, keeping
     the ids already there. Only ever a control token's id.
     """
     template = repo.chat_template

@@ -14,7 +14,7 @@ from hfdoctor.knowledge import registry
 from hfdoctor.repo.file_names import is_training_state
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, parse_lfs_pointer, repo_weights
 from hfdoctor.weights.layout import looks_like, repo_layout
@@ -50,7 +50,7 @@ def _weights_file(repo: ModelRepo) -> str | None:
     return view.main_files[0] if len(view.main_files) == 1 else None
 
 
-@rule("WGT001", "weights-unreadable", Severity.ERROR)
+@rule("WGT001", "weights-unreadable", Severity.ERROR, fix=FixAvailability.NONE)
 def weights_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A weight file no loader can read: its safetensors header is invalid, or it is not a file.
 
@@ -72,7 +72,7 @@ def weights_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         yield self.finding(repo, f"{rel} {why}", file=rel)
 
 
-@rule("WGT002", "weights-index-inconsistent", Severity.ERROR)
+@rule("WGT002", "weights-index-inconsistent", Severity.ERROR, fix=FixAvailability.NONE)
 def weights_index_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """model.safetensors.index.json (or pytorch_model.bin.index.json) and the shards disagree.
 
@@ -239,7 +239,7 @@ def _declared(config: dict) -> str:
     return ", ".join(parts)
 
 
-@rule("WGT003", "weights-config-mismatch", Severity.ERROR)
+@rule("WGT003", "weights-config-mismatch", Severity.ERROR, fix=FixAvailability.NONE)
 def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Tensor names or shapes do not match the architecture config.json declares.
 
@@ -315,7 +315,7 @@ def weights_config_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     )
 
 
-@rule("WGT004", "embedding-vocab-mismatch", Severity.ERROR)
+@rule("WGT004", "embedding-vocab-mismatch", Severity.ERROR, fix=FixAvailability.NONE)
 def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Token ids of the tokenizer exceed the embedding rows (from the headers) or `vocab_size`.
 
@@ -375,7 +375,7 @@ def _human_bytes(size: int | None) -> str:
     return ""
 
 
-@rule("WGT005", "lfs-pointer", Severity.WARNING)
+@rule("WGT005", "lfs-pointer", Severity.WARNING, fix=FixAvailability.NONE)
 def lfs_pointer(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A weight file (or a metadata file: tokenizer.json...) is a git-lfs pointer, not the data; rules skip it.
 

@@ -7,7 +7,7 @@ from typing import Iterator
 from hfdoctor.lint.edits.json_edits import json_remove_member
 from hfdoctor.findings import Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules.base import Rule, rule
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.expected import CannotVerify, ConfigRejected, expected_layout
 from hfdoctor.weights.headers import repo_weights
 from hfdoctor.weights.quantized import (Declared, Module, declared, dense_floats, expected_bits, format_matches,
@@ -21,7 +21,7 @@ def _names(modules: list[Module]) -> str:
     return shown + (f" and {len(modules) - EXAMPLES} more" if len(modules) > EXAMPLES else "")
 
 
-@rule("WGT006", "quantization-inconsistent", Severity.ERROR)
+@rule("WGT006", "quantization-inconsistent", Severity.ERROR, fix=FixAvailability.SAFE)
 def quantization_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """Quantized weights do not match `quantization_config` or the architecture.
 
@@ -41,7 +41,11 @@ def quantization_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     gives the unquantized model. A method hfdoctor does not know is reported as info:
     not verified.
 
-    Fix: removing quantization_config (or "quantization") is safe when every tensor is
+    Example: a bf16 checkpoint whose config.json keeps the quantization_config of its
+    bitsandbytes nf4 copy (unsloth #1601's merged_16bit export): every tensor is plain
+    float (error).
+
+    Fix: safe; removing quantization_config (or "quantization") when every tensor is
     plain float: nothing is quantized. Other cases have no automatic fix.
     """
     config = repo.config
