@@ -64,8 +64,9 @@ def test_a_fact_that_asks_for_itself_is_a_bug_said_at_once(tmp_path):
     def loop(repo: ModelRepo) -> int:
         return repo.facts.get(loop)
 
+    repo = ModelRepo(tmp_path)
     with pytest.raises(RuntimeError, match="asked for itself"):
-        ModelRepo(tmp_path).facts.get(loop)
+        repo.facts.get(loop)
 
 
 def test_lineage_is_a_fact_of_the_repository():
@@ -159,3 +160,20 @@ def test_one_entry_point_for_cli_survey_and_tests():
 
     assert survey.check_target is check_target
     assert not hasattr(survey, "check_one")
+
+
+def test_a_checked_repository_is_freed_without_waiting_for_the_garbage_collector():
+    """A catalog checks thousands of repositories in one process: facts hold no cycle back to
+    their repository, so each is freed when its check ends."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        repo = ModelRepo(UPSTREAM_QWEN3)
+        lineage.detect(repo)
+        gone = weakref.ref(repo)
+        del repo
+        assert gone() is None
+    finally:
+        gc.enable()

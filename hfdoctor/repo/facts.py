@@ -25,6 +25,7 @@ A fact that asks for itself while it is being computed is a bug, and raises at o
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Hashable, TypeVar
 
 if TYPE_CHECKING:
@@ -37,7 +38,9 @@ class Facts:
     """The facts one check has derived from one repository."""
 
     def __init__(self, repo: "ModelRepo") -> None:
-        self._repo = repo
+        # A weak reference: no repository <-> facts cycle, so a catalog's repositories are freed
+        # as soon as each check ends, not at the next cyclic collection.
+        self._repo = weakref.ref(repo)
         self._values: dict[tuple[Callable[..., Any], tuple[Hashable, ...]], Any] = {}
         self._computing: set[tuple[Callable[..., Any], tuple[Hashable, ...]]] = set()
 
@@ -50,7 +53,10 @@ class Facts:
             raise RuntimeError(f"fact {_name(compute)} asked for itself while being computed")
         self._computing.add(key)
         try:
-            value = compute(self._repo, *args)
+            repo = self._repo()
+            if repo is None:
+                raise RuntimeError(f"fact {_name(compute)} asked of a repository that is gone")
+            value = compute(repo, *args)
         finally:
             self._computing.discard(key)
         self._values[key] = value
