@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
 # README's command runs one xdist worker per core: torch's default of one thread per core in
 # each of them (and in the servers and probes they start) makes them fight over the cores; the
 # real SmolLM2 probe took twice as long in the suite as alone. One thread each.
@@ -209,3 +210,19 @@ def pytest_collection_modifyitems(config, items):
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+
+
+def rules_alone(folder, selectors, upstream=None, repo=None) -> list:
+    """The findings of the selected rules on `folder`, as each rule states them (before the
+    severity policy, without the report's sections): the shared helper of the rule tests.
+    No rule may crash. `upstream`: ../shared/upstream only (never the Hub or the HF cache)."""
+    from hfdoctor.knowledge.upstream import Upstream
+    from hfdoctor.lint.check import run_rules
+    from hfdoctor.lint.rules import selected_rules
+    from hfdoctor.repo import ModelRepo
+
+    repo = repo if repo is not None else ModelRepo(
+        folder, upstream=upstream if upstream is not None else Upstream((UPSTREAM,), use_cache=False, use_hub=False))
+    found, internal = run_rules(repo, selected_rules(list(selectors)) if selectors is not None else selected_rules())
+    assert not internal, internal
+    return found

@@ -8,10 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import UPSTREAM
-from hfdoctor.lint.check import run_rules
+from conftest import UPSTREAM, rules_alone
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules import selected_rules
 from hfdoctor.knowledge.upstream import Upstream
 
 FOLDERS = Path(__file__).resolve().parent / "corpus" / "adapters" / "folders"
@@ -19,9 +17,7 @@ OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 
 
 def findings(folder: Path, select: list[str]):
-    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules(select))
-    assert not internal, internal
-    return found
+    return rules_alone(folder, select, OFFLINE)
 
 
 def test_no_generation_config_is_fine_when_config_eos_has_the_end_of_turn():

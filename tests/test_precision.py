@@ -70,7 +70,7 @@ def test_the_real_smollm2_checkpoint_has_no_false_alarm(smollm2_checkpoint):
     assert {(rule, severity) for rule, severity, _ in found} <= {
         ("card-metadata", "warning"), ("no-assistant-mask", "info"), ("config-architecture-mismatch", "warning"),
         ("pad-token-is-eos", "warning"),
-        # saved by transformers 5: true for 4.x consumers (tests/test_compat.py)
+        # saved by transformers 5: true for 4.x consumers (tests/compat/test_compat.py)
         ("consumer-incompatible", "error"), ("consumer-incompatible", "warning"),
         # the template only in chat_template.jinja: TGI and the leaderboard, not targeted here
         ("consumer-incompatible", "info")}, found

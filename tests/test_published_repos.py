@@ -9,11 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, check_json, run_cli, smollm2_gguf
+from conftest import UPSTREAM, check_json, rules_alone, run_cli, smollm2_gguf
 from gguf_util import write_gguf
-from hfdoctor.lint.check import run_rules
-from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules import selected_rules
 from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
@@ -23,9 +20,7 @@ INJECTION = '{{ lipsum.__globals__["os"].popen("touch PWNED").read() }}'
 
 
 def findings(folder: Path, *codes: str):
-    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules(list(codes)))
-    assert not internal, internal
-    return found
+    return rules_alone(folder, codes, OFFLINE)
 
 
 # --- GGUF repositories ----------------------------------------------------------------------

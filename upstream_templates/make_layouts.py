@@ -11,7 +11,7 @@ unknown model type, a config transformers rejects).
 
 The configs are read from ../shared/upstream at generation time; only the derived layouts
 (and the repo names they came from) are written, never the config files. Run it after
-upgrading transformers (tests/test_weights.py fails until you do):
+upgrading transformers (tests/weights/test_weights.py fails until you do):
     python upstream_templates/make_layouts.py [--upstream DIR]
 """
 

@@ -10,7 +10,7 @@ home (like the weights layouts, see hfdoctor/weights.py).
 
 The key covers STORE_VERSION, the corpus and render plan (a changed corpus simply
 misses: slow, not wrong), the special tokens, the tool_use flag and the template's
-sha256. tests/test_template_rules.py checks that every shipped file equals a fresh
+sha256. tests/lint/test_template_rules.py checks that every shipped file equals a fresh
 analysis; run make_analyses.py after changing the renderer or the corpus.
 """
 

@@ -4,7 +4,7 @@ The tables are generated from the engines' own code (upstream_templates/
 make_consumers.py: transformers' model types per release, mlx-lm's model types,
 llama.cpp's converter's pre-tokenizer hashes) or curated with the source of each entry
 (upstream_templates/serving_parsers.json). The facts below are the ones hfdoctor
-checked against the installed libraries (tests/test_compat.py re-checks them where the
+checked against the installed libraries (tests/compat/test_compat.py re-checks them where the
 library runs here).
 """
 
@@ -32,7 +32,7 @@ ENGINES = {
 # Engines whose released versions bundle transformers 4.x: what 4.x misreads, they may too.
 BUNDLES_TRANSFORMERS_4 = ("vllm", "sglang", "tgi", "open-llm-leaderboard")
 
-# Verified with transformers 4.46.3, 4.57.6 and 5.23 (tests/test_compat.py):
+# Verified with transformers 4.46.3, 4.57.6 and 5.23 (tests/compat/test_compat.py):
 # 4.x reads rope_theta only at the top level of config.json and falls back to the
 # config class default; v5 writes it inside rope_parameters.
 ROPE_THETA_DEFAULT_4X = 10000.0

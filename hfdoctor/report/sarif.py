@@ -1,6 +1,6 @@
 """SARIF 2.1.0, for GitHub code scanning and other static-analysis dashboards.
 
-What validators and code scanning expect (checked in tests/test_sarif.py against the
+What validators and code scanning expect (checked in tests/report/test_sarif.py against the
 official OASIS schema with URI formats):
 - a local file's `uri` is relative to the directory hfdoctor ran in (`uriBaseId`
   %SRCROOT%, which `originalUriBaseIds` maps to that directory), percent-encoded per

@@ -240,7 +240,7 @@ def expected_layout(config: dict[str, Any], budget: Budget | None = None) -> Exp
     the layouts this process built; otherwise built with transformers on the meta device
     (~2-3 s for the torch + transformers import, ~50 ms per build) and kept in memory.
     The table holds what the transformers version recorded in layouts.json builds;
-    tests/test_weights.py rebuilds it with the installed transformers to catch drift.
+    tests/weights/test_weights.py rebuilds it with the installed transformers to catch drift.
     """
     key = config_key(config)
     kept = OUTCOMES.get(key)

@@ -571,7 +571,7 @@ def benign_samples() -> list[Sample]:
 #
 # Each builder writes one repository into an empty folder and returns what hfdoctor must say
 # about it: (rule, lowest severity), or None where only "exit 0/1, within the bounds" is asked.
-# tests/test_hostile_model_files.py checks each one under the audit hook, in a child whose
+# tests/modelfiles/test_hostile_model_files.py checks each one under the audit hook, in a child whose
 # memory and time are measured. Bombs are built without ever holding their output: a bz2
 # block or a flushed deflate block of zeros is written once and repeated.
 

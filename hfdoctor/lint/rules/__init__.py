@@ -2,7 +2,7 @@
 
 One package or module per code prefix: CFG config/, TOK tokenizer/, TPL template/, CARD
 card/, WGT weights/, ADP adapter, PUB publishing, CMP compat, SEC security (each lists its
-RULES in code order; tests/test_rule_metadata.py holds the map). A rule reads
+RULES in code order; tests/lint/test_rule_metadata.py holds the map). A rule reads
 the repository view (repo, lineage, chat, weights) and returns findings; a fix is data,
 built with hfdoctor.lint.edits. Rules never import check, fix or report. Importing this
 package imports no heavy library (torch, transformers): the few rules that need one

@@ -8,7 +8,7 @@ every rule: a one-line summary (what it flags), then `Why:`, `Example:` and `Fix
 paragraphs (and `Severity:` where a finding can be louder or quieter than the default).
 An example names real models or files. The `Fix:` paragraph starts with the rule's fix
 availability (`Fix: none; ...`, `Fix: safe; ...`, `Fix: unsafe; ...`, `Fix: sometimes; ...`).
-tests/test_rule_metadata.py checks all of it.
+tests/lint/test_rule_metadata.py checks all of it.
 """
 
 from __future__ import annotations

@@ -265,7 +265,7 @@ def not_a_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Why: torch.load cannot read it, so nothing in it runs either; it is not scanned. It
     is often another format under a pickle's name, or random data.
 
-    Example: random.bin holding bytes 7 to 199 repeated (tests/test_security.py).
+    Example: random.bin holding bytes 7 to 199 repeated (tests/modelfiles/test_security.py).
 
     Fix: none automatic; rename the file to its real format, or remove it.
     """
@@ -293,7 +293,7 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     itself is not in the push).
 
     Example: commit A adds model.pkl importing os.system, commit B replaces it with a
-    clean file, and both are pushed (tests/test_pushed_history.py).
+    clean file, and both are pushed (tests/sources/test_pushed_history.py).
 
     Fix: none automatic; rewrite the history before pushing (git rebase -i, or git
     filter-repo).

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import UPSTREAM
+from conftest import TESTS, UPSTREAM
 from hfdoctor.sources.base import SourceError
 from hfdoctor.sources.revisions import check_revision, ref_name_problem
 
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
-AUDIT_RUN = Path(__file__).resolve().parent / "audit_run.py"
+AUDIT_RUN = TESTS / "audit_run.py"
 PROPERTY = settings(max_examples=400, deadline=timedelta(seconds=2), database=None, derandomize=True)
 
 

@@ -1,7 +1,7 @@
 """Served conformance (hfdoctor.probe.conformance) against a misbehaving OpenAI-compatible
 server on 127.0.0.1 (tests/openai_server.py): each mode fails exactly the check that names
 it, and the well-behaved mode passes them all. No weights are needed: `probe --endpoint URL`.
-The hostile server modes are tests/test_probe_hostile.py's."""
+The hostile server modes are tests/probe/test_probe_hostile.py's."""
 
 from __future__ import annotations
 

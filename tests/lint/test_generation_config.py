@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import UPSTREAM, check_json, run_cli
-from hfdoctor.lint.check import run_rules
-from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules import selected_rules
+from conftest import UPSTREAM, check_json, rules_alone, run_cli
 from hfdoctor.knowledge.upstream import Upstream
 from weights_util import model_tensors, upstream_weight_map, write_checkpoint
 
@@ -24,9 +21,7 @@ def dump(path: Path, data: dict) -> None:
 
 
 def findings(folder: Path, code: str = "CFG004"):
-    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules([code]))
-    assert not internal, internal
-    return found
+    return rules_alone(folder, [code], OFFLINE)
 
 
 def with_weights(folder: Path) -> Path:

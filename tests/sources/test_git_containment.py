@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, TESTS
 
-AUDIT_RUN = Path(__file__).resolve().parent / "audit_run.py"
+AUDIT_RUN = TESTS / "audit_run.py"
 SEED = ROOT / "fixtures" / "seed-incident"
 SECRET_NAME = "SECRET-outside-7f3a.bin"
 GIT_HARDENING = ("core.fsmonitor=false", "core.hooksPath=/dev/null", "protocol.allow=never")

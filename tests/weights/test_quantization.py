@@ -16,15 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, run_cli
-from hfdoctor.lint.check import run_rules
-from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules import selected_rules
+from conftest import TESTS, UPSTREAM, rules_alone, run_cli
 from hfdoctor.knowledge.upstream import Upstream
 from weights_util import model_tensors, write_mixed_safetensors
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
-CORPUS = Path(__file__).resolve().parent / "corpus" / "quantized"
+CORPUS = TESTS / "corpus" / "quantized"
 REAL = ("mlx-4bit", "compressed-tensors-w4a16", "bitsandbytes-nf4", "bitsandbytes-int8", "dense-bf16")
 
 
@@ -37,9 +34,7 @@ def dump(path: Path, data: dict) -> None:
 
 
 def findings(folder: Path):
-    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules(["WGT", "CFG005"]))
-    assert not internal, internal
-    return [(f.code, str(f.severity), f.message, f.fix) for f in found]
+    return [(f.code, str(f.severity), f.message, f.fix) for f in rules_alone(folder, ["WGT", "CFG005"], OFFLINE)]
 
 
 def from_corpus(name: str, dest: Path) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, run_cli
+from conftest import ROOT, TESTS, UPSTREAM, run_cli
 from hfdoctor.chat import engines
 from hfdoctor.lint.check import check_target
 from hfdoctor.compat import knowledge as kb
@@ -221,7 +221,7 @@ def test_weights_metadata(tmp_path, metadata, severity):
 
 
 def test_real_mlx_weights_have_accepted_metadata():
-    corpus = Path(__file__).parent / "corpus" / "quantized"
+    corpus = TESTS / "corpus" / "quantized"
     for folder in sorted(p for p in corpus.iterdir() if p.is_dir()):
         assert "weights-metadata" not in codes(check_target(str(folder))), folder.name
 

@@ -15,8 +15,9 @@ import pytest
 
 from hfdoctor.lint.check import check_target
 from hfdoctor.knowledge.upstream import Upstream
+from conftest import TESTS
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = TESTS / "corpus"
 OFFLINE = Upstream((), use_cache=False, use_hub=False)
 LEVEL = {"info": 1, "warning": 2, "error": 3}
 

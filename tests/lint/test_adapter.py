@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, check_json, run_cli
+from conftest import TESTS, UPSTREAM, check_json, rules_alone, run_cli
 from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules import selected_rules
@@ -17,7 +17,7 @@ from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
-CORPUS = Path(__file__).resolve().parent / "corpus" / "adapters" / "adapters.json"
+CORPUS = TESTS / "corpus" / "adapters" / "adapters.json"
 
 
 def load(path: Path) -> dict:
@@ -29,9 +29,7 @@ def dump(path: Path, data: dict) -> None:
 
 
 def findings(folder: Path):
-    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules(["ADP001"]))
-    assert not internal, internal
-    return found
+    return rules_alone(folder, ["ADP001"], OFFLINE)
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM
+from conftest import TESTS, UPSTREAM, rules_alone
 from hfdoctor.lineage.adapter_base import adapter_base
-from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules import selected_rules
 from hfdoctor.knowledge.upstream import Upstream
 
-FOLDERS = Path(__file__).resolve().parent / "corpus" / "adapters" / "folders"
+FOLDERS = TESTS / "corpus" / "adapters" / "folders"
 MISTRAL_CKPT = FOLDERS / "syGOAT__Mistral-v0.2-Translator-bf16__checkpoint-500"
 TINYLLAMA_CKPT = FOLDERS / "Dheena731__tinyLlama-finetune"
 MISTRAL_V02 = UPSTREAM / "mistralai--Mistral-7B-Instruct-v0.2"
@@ -28,9 +26,7 @@ NOTHING = Upstream((), use_cache=False, use_hub=False)
 
 
 def findings(folder: Path, select: list[str] | None = None, upstream: Upstream = NOTHING):
-    found, internal = run_rules(ModelRepo(folder, upstream=upstream), selected_rules(select))
-    assert not internal, internal
-    return found
+    return rules_alone(folder, select, upstream)
 
 
 def loud(found, rule: str | None = None):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM
+from conftest import ROOT, UPSTREAM
 
 pytestmark = pytest.mark.skipif(shutil.which("git-lfs") is None, reason="git-lfs is not installed (apt-get install git-lfs)")
 
@@ -28,7 +28,7 @@ def env(tmp_path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir()
     environ = {**os.environ, "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-               "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT),
                                                           os.environ.get("PYTHONPATH")) if p)}
     environ.pop("GIT_CONFIG_GLOBAL", None)
     git(tmp_path, environ, "config", "--global", "user.email", "t@example.com")

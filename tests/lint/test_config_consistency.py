@@ -7,10 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, run_cli
-from hfdoctor.lint.check import run_rules
-from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules import selected_rules
+from conftest import UPSTREAM, rules_alone, run_cli
 from hfdoctor.knowledge.upstream import Upstream
 from weights_util import model_tensors, upstream_weight_map, write_checkpoint
 
@@ -26,9 +23,7 @@ def dump(path: Path, data: dict) -> None:
 
 
 def findings(folder: Path, code: str = "CFG005"):
-    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules([code]))
-    assert not internal, internal
-    return found
+    return rules_alone(folder, [code], OFFLINE)
 
 
 def tiny_model(folder: Path, tie: bool):

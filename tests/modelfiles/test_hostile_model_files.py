@@ -28,8 +28,9 @@ from hfdoctor.modelfiles.containers import ContainerError
 from hfdoctor.modelfiles.opcodes import ops
 from hfdoctor.modelfiles.picklemachine import BoundedReader
 from hfdoctor.repo.gguf import GGUFError, parse_gguf
+from conftest import TESTS
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 sys.path.insert(0, str(HERE / "corpus"))
 import make_model_files as corpus  # noqa: E402
 

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hfdoctor.sources import gitfiles
+from conftest import TESTS
 
 PROPERTY = settings(max_examples=200, deadline=timedelta(seconds=5), database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -251,7 +252,7 @@ def test_check_of_a_work_tree_with_a_hostile_index_and_ignore_flood(tmp_path):
         (repo / f"d{i % 50}").mkdir(exist_ok=True)
         (repo / f"d{i % 50}" / f"f{i}.txt").write_bytes(b"x")
     log = tmp_path / "audit.log"
-    audit_run = Path(__file__).resolve().parent / "audit_run.py"
+    audit_run = TESTS / "audit_run.py"
     script = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
               "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); print(p.stdout)")
     proc = subprocess.run([sys.executable, "-c", script, sys.executable, str(audit_run), str(log), "--", "check",

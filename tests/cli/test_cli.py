@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import UPSTREAM, run_cli
+from conftest import ROOT, UPSTREAM, run_cli
 from hfdoctor.lint.rules import standing_for
 
 QWEN3 = UPSTREAM / "Qwen--Qwen3-8B"
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "seed-incident"
+FIXTURE = ROOT / "fixtures" / "seed-incident"
 
 
 def contract_rule_names() -> set[str]:
@@ -41,7 +41,7 @@ def test_rules_lists_every_contract_name():
 
 def test_readme_rule_table_is_complete():
     proc = run_cli("rules", "--markdown")
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme[readme.index("<!-- rules:start -->\n") + len("<!-- rules:start -->\n"):readme.index("<!-- rules:end -->")]
     assert block == proc.stdout, "README's rule table is stale: paste `hfdoctor rules --markdown` into it"
 

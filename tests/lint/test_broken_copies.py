@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import UPSTREAM, check_json, rules_fired, run_cli
+from conftest import ROOT, UPSTREAM, check_json, rules_fired, run_cli
 
 
 def load(path: Path) -> dict:
@@ -68,7 +68,7 @@ def test_directory_that_is_not_a_checkpoint(tmp_path):
 
 def test_seed_incident_fixture():
     # Its TPL001 and CARD001 findings are rule cases (tests/rules/); here, the command's exit and lineage.
-    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "seed-incident"
+    fixture = ROOT / "fixtures" / "seed-incident"
     report, proc = check_json(fixture)
     assert proc.returncode == 1
     assert rules_fired(report, "error") >= {"missing-chat-template", "base-model-mismatch"}

@@ -11,10 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import UPSTREAM, run_cli
-from hfdoctor.lint.check import run_rules
-from hfdoctor.repo import ModelRepo
-from hfdoctor.lint.rules import selected_rules
+from conftest import UPSTREAM, rules_alone, run_cli
 from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
@@ -29,9 +26,7 @@ def dump(path: Path, data: dict) -> None:
 
 
 def findings(folder: Path, code: str):
-    found, internal = run_rules(ModelRepo(folder, upstream=OFFLINE), selected_rules([code]))
-    assert not internal, internal
-    return found
+    return rules_alone(folder, [code], OFFLINE)
 
 
 def llama_cpp_adds(folder: Path) -> dict[str, bool]:

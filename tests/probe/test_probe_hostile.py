@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from openai_server import FakeOpenAI
+from conftest import TESTS
 
-AUDIT_RUN = Path(__file__).resolve().parent / "audit_run.py"
+AUDIT_RUN = TESTS / "audit_run.py"
 REQUEST_S = 2  # HFDOCTOR_ENDPOINT_TIMEOUT: each request's deadline (a check's is three times it)
 HANG_S = 240
 MEMORY_CAP = 1 << 30  # 1 GB of address space for the probe's process
