@@ -23,7 +23,6 @@ from hfdoctor.repo import ModelRepo
 from hfdoctor.repo.facts import fact
 
 PACKAGE = ROOT / "hfdoctor"
-TINY_THINKER = ROOT / "fixtures" / "tiny-thinker"
 UPSTREAM_QWEN3 = ROOT.parent / "shared" / "upstream" / "Qwen--Qwen3-8B"
 
 calls: list[str] = []
@@ -142,15 +141,11 @@ def test_a_memo_keeps_the_most_recently_used(operations, bound):
 def test_every_section_is_reported_whatever_is_selected():
     """The template and weights sections are computed by the check, not by the rules that
     happen to run: `--select TOK` reports the same sections as a full check."""
-    full = check_target(str(TINY_THINKER))
-    only_tokenizer = check_target(str(TINY_THINKER), select=["TOK"])
+    full = check_target(str(UPSTREAM_QWEN3))
+    only_tokenizer = check_target(str(UPSTREAM_QWEN3), select=["TOK"])
     assert isinstance(full, Report) and isinstance(only_tokenizer, Report)
-    assert {"template", "weights"} <= set(full.sections)
-    assert list(only_tokenizer.sections) == list(full.sections)
-    assert only_tokenizer.sections["weights"] == full.sections["weights"]
-    # The template's analysis is shared when it finished; one cut off at its time limit on a
-    # loaded machine is analysed again, so only where it comes from is compared.
-    assert only_tokenizer.sections["template"]["source"] == full.sections["template"]["source"]
+    assert {"template", "weights"} <= set(full.sections)  # weights: the index names shards not here
+    assert only_tokenizer.sections == full.sections
     assert all(f.code.startswith("TOK") for f in only_tokenizer.findings)
 
 
