@@ -45,20 +45,28 @@ class Memo(Generic[K, V]):
     def __contains__(self, key: K) -> bool:
         return key in self._entries
 
+    # `fix --pr --jobs N` checks repositories in threads that share every memo, so another
+    # thread may evict an entry between two steps here: that is a miss, never a KeyError. (No
+    # lock: the template analysis forks workers, and a lock another thread held at the fork
+    # would stay locked in the child.)
     def get(self, key: K, default: Any = None) -> Any:
-        value = self._entries.get(key, _MISSING)
-        if value is _MISSING:
+        try:
+            value = self._entries[key]
+            self._entries.move_to_end(key)
+        except KeyError:
             return default
-        self._entries.move_to_end(key)
         return value
 
     def put(self, key: K, value: V) -> V:
         if isinstance(value, BaseException):
             raise TypeError(f"memo {self.name!r} would hold an exception ({type(value).__name__}): keep data instead")
         self._entries[key] = value
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        try:
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        except KeyError:  # another thread evicted it (or emptied the memo) meanwhile
+            pass
         return value
 
     def lookup(self, key: K, compute: Callable[[], V]) -> V:

@@ -138,6 +138,35 @@ def test_a_memo_keeps_the_most_recently_used(operations, bound):
     assert all(key in table for key in recent[-bound:])
 
 
+
+
+def test_a_memo_is_safe_across_threads():
+    """`fix --pr --jobs N` checks repositories in threads that share the memos (the compiled
+    templates were lru_caches, which are thread-safe): another thread evicting the entry a
+    lookup has just found must not make that lookup raise KeyError."""
+    import threading
+    from collections import OrderedDict
+
+    table: memo.Memo[str, str] = memo.Memo("test: threads", 1)
+
+    class Interleaved(OrderedDict):
+        """Between a lookup's read and its move to the end, another thread puts a new key."""
+
+        other: threading.Thread | None = None
+
+        def move_to_end(self, key, last=True):
+            if Interleaved.other is None:
+                Interleaved.other = threading.Thread(target=table.put, args=("other", "value"))
+                Interleaved.other.start()
+                Interleaved.other.join()
+            super().move_to_end(key, last)
+
+    table.put("key", "value")
+    table._entries = Interleaved(table._entries)
+    assert table.lookup("key", lambda: "computed") in ("value", "computed")
+    assert len(table) == 1
+
+
 def test_every_section_is_reported_whatever_is_selected():
     """The template and weights sections are computed by the check, not by the rules that
     happen to run: `--select TOK` reports the same sections as a full check."""
