@@ -31,7 +31,7 @@ from hfdoctor.lint import policy
 from hfdoctor.lint.rules import selected_rules
 from hfdoctor.lint.rules.base import Rule
 from hfdoctor.lint.rules.config.scope import is_model_repo
-from hfdoctor.lint.sections import sections
+from hfdoctor.lint.sections import SECTIONS
 from hfdoctor.repo import ModelRepo
 from hfdoctor.sources.base import SourceError
 from hfdoctor.sources.targets import TargetOptions, open_source
@@ -162,10 +162,14 @@ def check_repo(
         report.sections["revision"] = dict(source.revision)
     if source.kind != "directory":
         report.sections["source"] = {"kind": source.kind, "downloaded_bytes": source.bytes_read()}
-    try:
-        report.sections.update(sections(repo))
-    except Exception as err:  # a bug in hfdoctor, never the repo's fault
-        report.internal_errors.append(f"report sections crashed: {_where(err)}")
+    for name, build in SECTIONS:
+        try:
+            value = build(repo)
+        except Exception as err:  # a bug in hfdoctor, never the repo's fault
+            report.internal_errors.append(f"the {name} section crashed: {_where(err)}")
+            continue
+        if value:
+            report.sections[name] = value
     try:
         report.sections["compat"] = section(repo, assess(repo)) if is_model_repo(repo) else [
             {"engine": engine, "status": "fails", "why": "not a model repository: there is nothing to load",

@@ -15,7 +15,7 @@ Each is absent where there is nothing to say (no template; no weights and no ind
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from hfdoctor.chat import capabilities
 from hfdoctor.chat.analysis import analyze_source
@@ -23,18 +23,6 @@ from hfdoctor.repo import ModelRepo
 from hfdoctor.weights.compare import compare
 from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, repo_weights
 from hfdoctor.weights.layout import repo_layout
-
-
-def sections(repo: ModelRepo) -> dict[str, Any]:
-    """section name -> its JSON data, in the order the report shows them."""
-    found: dict[str, Any] = {}
-    template = template_section(repo)
-    if template is not None:
-        found["template"] = template
-    weights = weights_section(repo)
-    if weights:
-        found["weights"] = weights
-    return found
 
 
 def template_section(repo: ModelRepo) -> dict[str, Any] | None:
@@ -123,3 +111,10 @@ def _bin_index_note(repo: ModelRepo) -> str | None:
     if missing and len(missing) == len(shards) and not any(f.endswith(".bin") for f in files):
         return f"{BIN_INDEX_FILE} names {len(shards)} shard(s), none of which is in this checkout: not checked"
     return None
+
+
+# The sections, in the order the report shows them: name -> what builds it (None or empty: absent).
+SECTIONS: tuple[tuple[str, Callable[[ModelRepo], dict[str, Any] | None]], ...] = (
+    ("template", template_section),
+    ("weights", weights_section),
+)

@@ -201,3 +201,17 @@ def test_a_checked_repository_is_freed_without_waiting_for_the_garbage_collector
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_a_section_that_crashes_takes_no_other_section_with_it(monkeypatch):
+    """Each section is built on its own: a bug in one is an internal error (exit 2) naming it,
+    and the others are still reported."""
+    from hfdoctor.lint import check, sections
+
+    def broken(repo):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(check, "SECTIONS", (("template", broken), ("weights", sections.weights_section)))
+    report = check_target(str(UPSTREAM_QWEN3), select=["CFG"])
+    assert "weights" in report.sections and "template" not in report.sections
+    assert [e for e in report.internal_errors if e.startswith("the template section crashed: ValueError: a bug")]
