@@ -21,7 +21,8 @@ from hfdoctor.chat import capabilities
 from hfdoctor.chat.analysis import analyze_source
 from hfdoctor.repo import ModelRepo
 from hfdoctor.weights.compare import compare
-from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, repo_weights
+from hfdoctor.weights.headers import (BIN_INDEX_FILE, INDEX_FILE, bin_index_shards, repo_weights,
+                                      safetensors_index_shards)
 from hfdoctor.weights.layout import repo_layout
 
 
@@ -76,41 +77,27 @@ def weights_section(repo: ModelRepo) -> dict[str, Any]:
     return section
 
 
-def _present(repo: ModelRepo) -> set[str]:
-    view = repo_weights(repo)
-    return set(view.headers) | set(view.broken) | set(view.pointers) | set(view.skipped)
-
-
 def _safetensors_index_note(repo: ModelRepo) -> str | None:
     """Why the shards the safetensors index names were not (all) checked."""
-    view = repo_weights(repo)
-    if not view.index:
+    indexed = safetensors_index_shards(repo)
+    if indexed is None:
         return None
-    present = _present(repo)
-    shards = sorted(set(view.index.values()))
-    missing = [s for s in shards if s not in present]
-    if missing and len(missing) == len(shards) and not any(f.endswith(".safetensors") for f in present):
-        return f"{INDEX_FILE} names {len(shards)} shard(s), none of which is in this checkout: weights not checked"
-    readable = [s for s in shards if s in view.headers]
-    if len(readable) < len(shards) - len(missing):
+    if indexed.none_here:
+        return (f"{INDEX_FILE} names {len(indexed.shards)} shard(s), none of which is in this checkout: "
+                "weights not checked")
+    headers = repo_weights(repo).headers
+    readable = [s for s in indexed.shards if s in headers]
+    if len(readable) < len(indexed.shards) - len(indexed.missing):
         return "some shards are unreadable or git-lfs pointers: their tensors were not checked"
     return None
 
 
 def _bin_index_note(repo: ModelRepo) -> str | None:
     """Why the shards pytorch_model.bin.index.json names were not checked."""
-    if not repo.exists(BIN_INDEX_FILE):
+    indexed = bin_index_shards(repo)
+    if indexed is None or not indexed.none_here:
         return None
-    index = repo.json_object(BIN_INDEX_FILE)
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict):
-        return None
-    shards = sorted({s for s in weight_map.values() if isinstance(s, str)})
-    files = set(repo.files)
-    missing = [s for s in shards if s not in files]
-    if missing and len(missing) == len(shards) and not any(f.endswith(".bin") for f in files):
-        return f"{BIN_INDEX_FILE} names {len(shards)} shard(s), none of which is in this checkout: not checked"
-    return None
+    return f"{BIN_INDEX_FILE} names {len(indexed.shards)} shard(s), none of which is in this checkout: not checked"
 
 
 # The sections, in the order the report shows them: name -> what builds it (None or empty: absent).

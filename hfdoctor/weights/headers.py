@@ -273,10 +273,15 @@ class RepoWeights:
     main_files: list[str] = field(default_factory=list)  # the safetensors files that hold the model
 
     @property
+    def present(self) -> set[str]:
+        """Every safetensors file in the checkout, whatever could be read of it."""
+        return set(self.headers) | set(self.broken) | set(self.pointers) | set(self.skipped)
+
+    @property
     def missing_files(self) -> list[str]:
         """Main files that are not in the checkout at all."""
-        return [f for f in self.main_files if f not in self.headers and f not in self.broken and f not in self.pointers
-                and f not in self.skipped]
+        present = self.present
+        return [f for f in self.main_files if f not in present]
 
     @property
     def complete(self) -> bool:
@@ -337,3 +342,43 @@ def repo_weights(repo: "ModelRepo") -> RepoWeights:
             and not rel.startswith(("consolidated", "adapter_model"))
         )
     return view
+
+
+@dataclass(frozen=True)
+class IndexedShards:
+    """The shards an index names, against what this checkout holds (weights-index-inconsistent
+    judges them; the report's weights section says what could not be checked)."""
+
+    index_file: str
+    shards: list[str]  # sorted
+    missing: list[str]  # named but not in this checkout
+    # Every one missing and no weight file of that format here: a metadata-only folder (a download
+    # with allow_patterns, a git repository that publishes its weights elsewhere), not a broken one.
+    none_here: bool
+
+
+def safetensors_index_shards(repo: "ModelRepo") -> IndexedShards | None:
+    """The shards model.safetensors.index.json names (None: no usable index, or an empty weight_map)."""
+    view = repo_weights(repo)
+    if not view.index:
+        return None
+    present = view.present
+    shards = sorted(set(view.index.values()))
+    missing = [s for s in shards if s not in present]
+    none_here = bool(missing) and len(missing) == len(shards) and not any(f.endswith(".safetensors") for f in present)
+    return IndexedShards(INDEX_FILE, shards, missing, none_here)
+
+
+def bin_index_shards(repo: "ModelRepo") -> IndexedShards | None:
+    """The shards pytorch_model.bin.index.json names (None: no such index, or no weight_map object)."""
+    if not repo.exists(BIN_INDEX_FILE):
+        return None
+    index = repo.json_object(BIN_INDEX_FILE)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        return None
+    shards = sorted({s for s in weight_map.values() if isinstance(s, str)})
+    files = set(repo.files)
+    missing = [s for s in shards if s not in files]
+    none_here = bool(missing) and len(missing) == len(shards) and not any(f.endswith(".bin") for f in files)
+    return IndexedShards(BIN_INDEX_FILE, shards, missing, none_here)

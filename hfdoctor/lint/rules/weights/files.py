@@ -16,7 +16,8 @@ from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.compare import compare
-from hfdoctor.weights.headers import BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, parse_lfs_pointer, repo_weights
+from hfdoctor.weights.headers import (BIN_INDEX_FILE, INDEX_FILE, SHARD_NAME, bin_index_shards, parse_lfs_pointer,
+                                      repo_weights, safetensors_index_shards)
 from hfdoctor.weights.layout import looks_like, repo_layout
 
 EXAMPLES = 3
@@ -95,31 +96,29 @@ def weights_index_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     Fix: none automatic; regenerate the index from the shards (save_pretrained writes both).
     """
     view = repo_weights(repo)
-    present = set(view.headers) | set(view.broken) | set(view.pointers) | set(view.skipped)
-    has_safetensors = any(f.endswith(".safetensors") for f in present)
     if view.index is not None:
-        yield from _check_safetensors_index(repo, self, view, present, has_safetensors)
+        yield from _check_safetensors_index(repo, self, view)
     elif repo.exists(INDEX_FILE) and isinstance(repo.json_object(INDEX_FILE), dict):
         yield self.finding(
             repo, f"{INDEX_FILE} has no `weight_map` object mapping tensor names to shard files: "
             "loaders cannot find any tensor.", file=INDEX_FILE,
             pointer="/weight_map" if "weight_map" in repo.json_object(INDEX_FILE) else None,
         )
-    yield from _check_bin_index(repo, self, present)
+    yield from _check_bin_index(repo, self)
 
 
-def _check_safetensors_index(repo, self: Rule, view, present: set[str], has_safetensors: bool) -> Iterator[Finding]:
+def _check_safetensors_index(repo, self: Rule, view) -> Iterator[Finding]:
     weight_map = view.index
-    shards = sorted(set(weight_map.values()))
-    if not weight_map:
+    indexed = safetensors_index_shards(repo)
+    if indexed is None:  # an empty weight_map
         yield self.finding(
             repo, f"{INDEX_FILE}'s weight_map is empty (a placeholder?): loaders that read the index load no tensor "
             "at all, and every weight of the model is left at its random initialisation.",
             file=INDEX_FILE, pointer="/weight_map",
         )
         return
-    missing = [s for s in shards if s not in present]
-    if missing and len(missing) == len(shards) and not has_safetensors:
+    shards, missing, present = indexed.shards, indexed.missing, view.present
+    if indexed.none_here:
         yield _no_shards(repo, self, INDEX_FILE, shards)
         return
     if missing:
@@ -206,25 +205,18 @@ def _no_shards(repo: ModelRepo, self: Rule, index_file: str, shards: list[str]) 
     )
 
 
-def _check_bin_index(repo: ModelRepo, self: Rule, present: set[str]) -> Iterator[Finding]:
-    if not repo.exists(BIN_INDEX_FILE):
+def _check_bin_index(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    indexed = bin_index_shards(repo)
+    if indexed is None or not indexed.missing:
         return
-    index = repo.json_object(BIN_INDEX_FILE)
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict):
-        return
-    shards = sorted({s for s in weight_map.values() if isinstance(s, str)})
-    files = set(repo.files)
-    missing = [s for s in shards if s not in files]
-    if not missing:
-        return
-    if len(missing) == len(shards) and not any(f.endswith(".bin") for f in files):
+    if indexed.none_here:
         if not repo.exists(INDEX_FILE):  # one finding per folder: the safetensors index says it already
-            yield _no_shards(repo, self, BIN_INDEX_FILE, shards)
+            yield _no_shards(repo, self, BIN_INDEX_FILE, indexed.shards)
         return
+    missing = indexed.missing
     yield self.finding(
         repo,
-        f"{len(missing)} of the {len(shards)} shards {BIN_INDEX_FILE} names are not in the repository "
+        f"{len(missing)} of the {len(indexed.shards)} shards {BIN_INDEX_FILE} names are not in the repository "
         f"({_listing(missing)}): loading the .bin weights fails.",
         file=BIN_INDEX_FILE, pointer="/weight_map",
     )
