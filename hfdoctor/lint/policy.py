@@ -69,8 +69,7 @@ class _Context:
 
     def __init__(self, repo: ModelRepo):
         self.repo = repo
-        self._lineage = None
-        self._targets: dict[str, str] | None = None
+        self._lineage = None  # kept here, a crash's stand-in too (a fact that raises is not kept)
 
     @property
     def lineage(self):
@@ -82,9 +81,7 @@ class _Context:
         return self._lineage
 
     def targets(self) -> dict[str, str]:
-        if self._targets is None:
-            self._targets = targeted_engines(self.repo)
-        return self._targets
+        return targeted_engines(self.repo)  # a fact of the repository: computed once
 
     def own_names(self) -> list[str]:
         """The Hub ids this repository is known by: its source's repo id, and a folder
