@@ -28,6 +28,16 @@ if not UPSTREAM.is_dir():
     raise RuntimeError(f"tests need the shared upstream data at {UPSTREAM}")
 
 
+def read_json(path: Path):
+    """A JSON file of a test folder."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_json(path: Path, data, ensure_ascii: bool = True) -> None:
+    """Write a test folder's JSON file as save_pretrained does (indent 2, a final newline)."""
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=ensure_ascii) + "\n", encoding="utf-8")
+
+
 def upstream_dir(name: str) -> Path:
     return UPSTREAM / name
 

@@ -3,13 +3,12 @@ broken copies whose harm PEFT itself shows, and on adapter configs published on 
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import TESTS, UPSTREAM, check_json, rules_alone, run_cli
+from conftest import TESTS, UPSTREAM, check_json, read_json, rules_alone, run_cli, write_json
 from hfdoctor.lint.check import run_rules
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules import selected_rules
@@ -18,14 +17,6 @@ from hfdoctor.knowledge.upstream import Upstream
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 CORPUS = TESTS / "corpus" / "adapters" / "adapters.json"
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def dump(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def findings(folder: Path):
@@ -65,11 +56,11 @@ def copy_adapter(adapter: Path, tmp_path: Path, base: str | None = SMOLLM2, card
                  **config_changes) -> Path:
     folder = tmp_path / "lora"
     shutil.copytree(adapter, folder)
-    config = load(folder / "adapter_config.json")
+    config = read_json(folder / "adapter_config.json")
     if base is not None:
         config["base_model_name_or_path"] = base
     config.update(config_changes)
-    dump(folder / "adapter_config.json", config)
+    write_json(folder / "adapter_config.json", config)
     if card_base is not None:
         (folder / "README.md").write_text(f"---\nbase_model: {card_base}\nlibrary_name: peft\nlicense: apache-2.0\n"
                                           "pipeline_tag: text-generation\n---\n# LoRA\n", encoding="utf-8")
@@ -95,12 +86,12 @@ def test_clean_adapter_loads_and_is_silent(adapter, base_model, tmp_path):
 
 def test_local_base_path_as_peft_writes_it(adapter, tmp_path):
     folder = copy_adapter(adapter, tmp_path, base=None)
-    assert load(folder / "adapter_config.json")["base_model_name_or_path"].startswith("/")
+    assert read_json(folder / "adapter_config.json")["base_model_name_or_path"].startswith("/")
     [finding] = findings(folder)
     assert "a folder of the machine that trained it" in finding.message and SMOLLM2 in finding.message
     assert str(finding.fix.applicability) == "unsafe"
     run_cli("fix", "--unsafe-fixes", str(folder))
-    assert load(folder / "adapter_config.json")["base_model_name_or_path"] == SMOLLM2 and findings(folder) == []
+    assert read_json(folder / "adapter_config.json")["base_model_name_or_path"] == SMOLLM2 and findings(folder) == []
 
 
 def test_rank_that_differs_from_the_weights(adapter, base_model, tmp_path):
@@ -162,7 +153,7 @@ def test_no_adapter_weights(adapter, tmp_path):
 
 def test_published_adapter_configs():
     """Base references in adapter configs people publish, against a hand label each."""
-    corpus = load(CORPUS)
+    corpus = read_json(CORPUS)
     said = {"local": "a folder of the machine", "quantized": "a quantized copy", "missing": "names no base"}
     cases = [(entry["config"].get("base_model_name_or_path"), entry["config"], entry["base_kind"], entry["repo"])
              for entry in corpus["files"]]
@@ -172,7 +163,7 @@ def test_published_adapter_configs():
 
     for _, config, kind, where in cases:
         with tempfile.TemporaryDirectory() as tmp:
-            dump(Path(tmp) / "adapter_config.json", config)
+            write_json(Path(tmp) / "adapter_config.json", config)
             messages = [f.message for f in findings(Path(tmp)) if "no adapter_model" not in f.message]
         base_messages = [m for m in messages if any(s in m for s in said.values())]
         if kind == "hub":

@@ -4,18 +4,9 @@ The cases that break one thing and expect one rule's findings are data: tests/ru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from conftest import ROOT, UPSTREAM, check_json, rules_fired, run_cli
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def dump(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+from conftest import ROOT, UPSTREAM, check_json, read_json, rules_fired, run_cli, write_json
 
 
 def assert_fires(folder: Path, rule: str, severity: str = "error") -> tuple[dict, dict]:
@@ -46,18 +37,18 @@ def test_base_model_of_another_family_keeps_the_lineage(copy_upstream):
 
 def test_special_token_not_in_vocab(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
-    tc = load(folder / "tokenizer_config.json")
+    tc = read_json(folder / "tokenizer_config.json")
     tc["eos_token"] = "<|im_stop|>"
-    dump(folder / "tokenizer_config.json", tc)
+    write_json(folder / "tokenizer_config.json", tc, ensure_ascii=False)
     report, _ = assert_fires(folder, "special-token-missing")
     assert any("<|im_stop|>" in f["message"] for f in report["findings"])
 
 
 def test_eos_id_beyond_vocab(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
-    gen = load(folder / "generation_config.json")
+    gen = read_json(folder / "generation_config.json")
     gen["eos_token_id"] = [151645, 999999]
-    dump(folder / "generation_config.json", gen)
+    write_json(folder / "generation_config.json", gen, ensure_ascii=False)
     assert_fires(folder, "special-token-id-unknown")
 
 

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, rules_alone, run_cli
+from conftest import UPSTREAM, read_json, rules_alone, run_cli, write_json
 from hfdoctor.knowledge.upstream import Upstream
 from weights_util import model_tensors, upstream_weight_map, write_checkpoint
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def dump(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def findings(folder: Path, code: str = "CFG005"):
@@ -96,7 +87,7 @@ def test_tied_config_with_a_trained_lm_head(tmp_path):
     [finding] = findings(folder)
     assert str(finding.severity) == "warning" and "transformers 4.x and vLLM tie" in finding.message
     run_cli("fix", "--unsafe-fixes", str(folder))
-    assert load(folder / "config.json")["tie_word_embeddings"] is False
+    assert read_json(folder / "config.json")["tie_word_embeddings"] is False
     loaded, _ = load_info(folder)
     assert torch.equal(loaded.lm_head.weight, head) and not findings(folder)
 
@@ -105,23 +96,23 @@ def test_declared_dtype_differs_from_the_weights(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
     write_checkpoint(folder, model_tensors(folder / "config.json"), upstream_weight_map(folder))
     assert not findings(folder)
-    config = load(folder / "config.json")
+    config = read_json(folder / "config.json")
     config["torch_dtype"] = "float16"
-    dump(folder / "config.json", config)
+    write_json(folder / "config.json", config)
     [finding] = findings(folder)
     assert "'float16'" in finding.message and "100% of the weights are bfloat16" in finding.message
     assert "overflows" in finding.message
     run_cli("fix", str(folder))
-    assert load(folder / "config.json")["torch_dtype"] == "bfloat16" and not findings(folder)
+    assert read_json(folder / "config.json")["torch_dtype"] == "bfloat16" and not findings(folder)
 
 
 def test_llama3_rope_missing_keys(copy_upstream):
     from transformers import AutoConfig
 
     folder = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
-    config = load(folder / "config.json")
+    config = read_json(folder / "config.json")
     del config["rope_scaling"]["low_freq_factor"]
-    dump(folder / "config.json", config)
+    write_json(folder / "config.json", config)
     with pytest.raises(KeyError):
         AutoConfig.from_pretrained(folder)
     [finding] = findings(folder)
@@ -134,14 +125,14 @@ def test_yarn_without_original_length(copy_upstream):
     from transformers import AutoConfig
 
     folder = copy_upstream("Qwen--Qwen3-8B")
-    config = load(folder / "config.json")
+    config = read_json(folder / "config.json")
     config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
-    dump(folder / "config.json", config)
+    write_json(folder / "config.json", config)
     assert AutoConfig.from_pretrained(folder).rope_parameters["original_max_position_embeddings"] == 40960
     [finding] = findings(folder)
     assert "original_max_position_embeddings" in finding.message and "40960" in finding.message
     config["rope_scaling"]["original_max_position_embeddings"] = 32768
-    dump(folder / "config.json", config)
+    write_json(folder / "config.json", config)
     assert not findings(folder)
 
 
@@ -151,9 +142,9 @@ def test_use_cache_false(tmp_path):
 
     folder = tmp_path / "nocache"
     tiny_model(folder, tie=False)
-    config = load(folder / "config.json")
+    config = read_json(folder / "config.json")
     config["use_cache"] = False
-    dump(folder / "config.json", config)
+    write_json(folder / "config.json", config)
     (folder / "generation_config.json").unlink()
 
     def step_lengths() -> list[int]:

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from conftest import UPSTREAM, check_json, rules_alone, run_cli
+from conftest import UPSTREAM, check_json, read_json, rules_alone, run_cli, write_json
 from hfdoctor.knowledge.upstream import Upstream
 from weights_util import model_tensors, upstream_weight_map, write_checkpoint
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def dump(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def findings(folder: Path, code: str = "CFG004"):
@@ -47,16 +38,16 @@ def test_missing_generation_config_on_a_chat_checkpoint(copy_upstream):
     """LLaMA-Factory #7454: exported without generation_config.json, config.json's eos is <|endoftext|>."""
     folder = with_weights(copy_upstream("Qwen--Qwen3-8B"))
     (folder / "generation_config.json").unlink()
-    config = load(folder / "config.json")
+    config = read_json(folder / "config.json")
     config["eos_token_id"] = 151643
-    dump(folder / "config.json", config)
+    write_json(folder / "config.json", config)
     [finding] = findings(folder)
     assert finding.file == "generation_config.json" and str(finding.severity) == "warning"
     assert "never on the end-of-turn '<|im_end|>' (151645)" in finding.message
     assert "temperature=0.6" in finding.message and "Qwen/Qwen3-8B generation_config.json" in finding.message
     proc = run_cli("fix", str(folder))
     assert proc.returncode in (0, 1), proc.stderr
-    created = load(folder / "generation_config.json")
+    created = read_json(folder / "generation_config.json")
     assert created == {"bos_token_id": 151643, "eos_token_id": [151643, 151645]}
     # The safe fix writes ids only; sampling changes how the model decodes, so it stays a choice.
     [left] = findings(folder)
@@ -64,7 +55,7 @@ def test_missing_generation_config_on_a_chat_checkpoint(copy_upstream):
     report, _ = check_json(folder)
     assert "eos-not-end-of-turn" not in {f["rule"] for f in report["findings"]}
     run_cli("fix", "--unsafe-fixes", str(folder))
-    assert load(folder / "generation_config.json")["temperature"] == 0.6 and not findings(folder)
+    assert read_json(folder / "generation_config.json")["temperature"] == 0.6 and not findings(folder)
     # A second run changes nothing (the sparse weights are never read: 16 GB of holes).
     metadata = [p for p in folder.iterdir() if p.is_file() and p.suffix != ".safetensors"]
     before = {p.name: p.read_bytes() for p in metadata}
@@ -83,13 +74,13 @@ def test_missing_generation_config_is_silent_without_weights_or_on_a_base_model(
 
 def test_end_of_turn_only_in_generation_config(copy_upstream):
     folder = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
-    config = load(folder / "config.json")
+    config = read_json(folder / "config.json")
     config["eos_token_id"] = 128001
-    dump(folder / "config.json", config)
+    write_json(folder / "config.json", config)
     [finding] = findings(folder)
     assert finding.file == "config.json" and "'<|eot_id|>' (128009)" in finding.message and "mlx-lm" in finding.message
     run_cli("fix", str(folder))
-    assert load(folder / "config.json")["eos_token_id"] == [128001, 128009]
+    assert read_json(folder / "config.json")["eos_token_id"] == [128001, 128009]
     assert not findings(folder)
 
 
@@ -98,16 +89,16 @@ def test_sampling_flags_without_do_sample(copy_upstream):
     from transformers import GenerationConfig
 
     folder = copy_upstream("Qwen--Qwen3-8B")
-    gen = load(folder / "generation_config.json")
+    gen = read_json(folder / "generation_config.json")
     gen["do_sample"] = False
-    dump(folder / "generation_config.json", gen)
+    write_json(folder / "generation_config.json", gen)
     [finding] = findings(folder)
     assert "temperature=0.6, top_p=0.95, top_k=20" in finding.message and "save_pretrained" in finding.message
     assert str(finding.fix.applicability) == "unsafe"
     assert run_cli("fix", str(folder)).returncode in (0, 1)
-    assert load(folder / "generation_config.json")["do_sample"] is False  # unsafe: not without --unsafe-fixes
+    assert read_json(folder / "generation_config.json")["do_sample"] is False  # unsafe: not without --unsafe-fixes
     run_cli("fix", "--unsafe-fixes", str(folder))
-    fixed = load(folder / "generation_config.json")
+    fixed = read_json(folder / "generation_config.json")
     assert fixed == {**gen, "do_sample": True}
     GenerationConfig.from_pretrained(folder).validate(strict=True)
     assert not findings(folder)
@@ -115,16 +106,16 @@ def test_sampling_flags_without_do_sample(copy_upstream):
 
 def test_greedy_reasoning_model(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")
-    original = load(folder / "generation_config.json")
+    original = read_json(folder / "generation_config.json")
     greedy = {k: v for k, v in original.items() if k not in ("do_sample", "temperature", "top_p", "top_k")}
-    dump(folder / "generation_config.json", greedy)
+    write_json(folder / "generation_config.json", greedy)
     [finding] = findings(folder)
     assert "decodes greedily" in finding.message and "mlx-lm #139" in finding.message
     run_cli("fix", "--unsafe-fixes", str(folder))
-    assert load(folder / "generation_config.json") == original
+    assert read_json(folder / "generation_config.json") == original
     assert not findings(folder)
     # Llama 3.1 Instruct is not a reasoning model: greedy defaults are the author's choice.
     llama = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
-    gen = load(llama / "generation_config.json")
-    dump(llama / "generation_config.json", {k: v for k, v in gen.items() if k not in ("do_sample", "temperature", "top_p")})
+    gen = read_json(llama / "generation_config.json")
+    write_json(llama / "generation_config.json", {k: v for k, v in gen.items() if k not in ("do_sample", "temperature", "top_p")})
     assert not findings(llama)

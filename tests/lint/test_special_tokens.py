@@ -11,18 +11,10 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import UPSTREAM, rules_alone, run_cli
+from conftest import UPSTREAM, read_json, rules_alone, run_cli, write_json
 from hfdoctor.knowledge.upstream import Upstream
 
 OFFLINE = Upstream((UPSTREAM,), use_cache=False, use_hub=False)
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def dump(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def findings(folder: Path, code: str):
@@ -81,7 +73,7 @@ def test_pad_token_fix_on_a_real_checkpoint(smollm2_checkpoint, tmp_path):
     [finding] = findings(folder, "TOK005")
     assert str(finding.fix.applicability) == "unsafe" and "<|endoftext|>" in finding.message
     run_cli("fix", "--unsafe-fixes", str(folder))
-    assert load(folder / "tokenizer_config.json")["pad_token"] == "<|endoftext|>"
+    assert read_json(folder / "tokenizer_config.json")["pad_token"] == "<|endoftext|>"
     assert not masked_end_of_turn() and not findings(folder, "TOK005")
     assert torch is not None
 
@@ -89,21 +81,21 @@ def test_pad_token_fix_on_a_real_checkpoint(smollm2_checkpoint, tmp_path):
 def test_pad_token_silent_when_pad_is_another_token(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-8B")  # pad <|endoftext|>, end of turn <|im_end|>
     assert not findings(folder, "TOK005")
-    tc = load(folder / "tokenizer_config.json")
+    tc = read_json(folder / "tokenizer_config.json")
     tc["pad_token"] = "<|im_end|>"
-    dump(folder / "tokenizer_config.json", tc)
+    write_json(folder / "tokenizer_config.json", tc, ensure_ascii=False)
     [finding] = findings(folder, "TOK005")
     # generation_config.json's pad_token_id 151643 (<|endoftext|>) makes the fix certain.
     assert finding.fix.title == "set pad_token to <|endoftext|>" and str(finding.fix.applicability) == "safe"
     run_cli("fix", str(folder))
-    assert load(folder / "tokenizer_config.json")["pad_token"] == "<|endoftext|>"
+    assert read_json(folder / "tokenizer_config.json")["pad_token"] == "<|endoftext|>"
 
 
 def test_pad_token_of_a_base_model_is_not_checked(copy_upstream):
     folder = copy_upstream("Qwen--Qwen3-4B-Base")
-    tc = load(folder / "tokenizer_config.json")
+    tc = read_json(folder / "tokenizer_config.json")
     tc["pad_token"] = tc["eos_token"]
-    dump(folder / "tokenizer_config.json", tc)
+    write_json(folder / "tokenizer_config.json", tc, ensure_ascii=False)
     assert not findings(folder, "TOK005")
 
 
@@ -118,31 +110,31 @@ def test_add_eos_flag_that_tokenizer_json_ignores(copy_upstream):
     """transformers #30947: add_eos_token true, tokenizer.json without eos; llama.cpp's
     converter follows the flag (and transformers 4.x would, for a Llama class)."""
     folder = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
-    tc = load(folder / "tokenizer_config.json")
+    tc = read_json(folder / "tokenizer_config.json")
     tc["add_eos_token"] = True
-    dump(folder / "tokenizer_config.json", tc)
+    write_json(folder / "tokenizer_config.json", tc, ensure_ascii=False)
     assert llama_cpp_adds(folder)["eos"] is True
     assert transformers_ids(folder)[-1] != 128009  # transformers 5 reads tokenizer.json: no eos
     [finding] = findings(folder, "TOK006")
     assert str(finding.severity) == "error" and "llama.cpp's converter" in finding.message
     assert "transformers 4.x" not in finding.message  # PreTrainedTokenizerFast ignores the flag in 4.x
     run_cli("fix", str(folder))
-    assert load(folder / "tokenizer_config.json")["add_eos_token"] is False
+    assert read_json(folder / "tokenizer_config.json")["add_eos_token"] is False
     assert llama_cpp_adds(folder)["eos"] is False and not findings(folder, "TOK006")
 
 
 def test_add_eos_flag_on_a_llama_class_names_transformers_4(copy_upstream):
     folder = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
-    tc = load(folder / "tokenizer_config.json")
+    tc = read_json(folder / "tokenizer_config.json")
     tc.update(add_eos_token=True, tokenizer_class="LlamaTokenizerFast")
-    dump(folder / "tokenizer_config.json", tc)
+    write_json(folder / "tokenizer_config.json", tc, ensure_ascii=False)
     [finding] = findings(folder, "TOK006")
     assert "transformers 4.x and llama.cpp's converter" in finding.message
 
 
 def test_post_processor_appends_eos(copy_upstream):
     folder = copy_upstream("meta-llama--Llama-3.1-8B-Instruct")
-    tj = load(folder / "tokenizer.json")
+    tj = read_json(folder / "tokenizer.json")
     template = tj["post_processor"]["processors"][1]
     template["single"].append({"SpecialToken": {"id": "<|eot_id|>", "type_id": 0}})
     template["special_tokens"]["<|eot_id|>"] = {"id": "<|eot_id|>", "ids": [128009], "tokens": ["<|eot_id|>"]}
@@ -161,9 +153,9 @@ def test_bos_flag_disagreement(copy_upstream):
     """Mistral's tokenizer.json adds <s>; add_bos_token false makes llama.cpp (and 4.x) drop it."""
     folder = copy_upstream("mistralai--Mistral-7B-Instruct-v0.3")
     assert llama_cpp_adds(folder)["bos"] is True and not findings(folder, "TOK006")
-    tc = load(folder / "tokenizer_config.json")
+    tc = read_json(folder / "tokenizer_config.json")
     tc["add_bos_token"] = False
-    dump(folder / "tokenizer_config.json", tc)
+    write_json(folder / "tokenizer_config.json", tc, ensure_ascii=False)
     assert llama_cpp_adds(folder)["bos"] is False
     [finding] = findings(folder, "TOK006")
     assert str(finding.severity) == "warning" and finding.fix is None
