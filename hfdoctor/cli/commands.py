@@ -155,7 +155,6 @@ def list_rules(args: argparse.Namespace) -> int:
     if args.markdown:
         print("| code | name | default severity | fix | what it flags |\n|---|---|---|---|---|")
         for r in ALL_RULES:
-            # The anchor is each rule's helpUri in SARIF (hfdoctor.report.sarif.rule_help_uri).
             print(f'| <a id="{r.code.lower()}"></a>{r.code} | `{r.name}` | {r.severity} | {r.fix} | '
                   f"{r.summary.replace('|', chr(92) + '|')} |")
         print(split_codes_markdown())

