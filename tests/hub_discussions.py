@@ -168,10 +168,13 @@ class DiscussionsHub:
 
     def open_pr(self, repo_id: str, files: dict, title: str = "Update files", author: str = "contributor") -> int:
         """A pull request by someone else whose head holds `files`; its number."""
+        from hub_server import HubRepo
+
         repo = self.repos[repo_id]
         with self.lock:
             num = len(repo.discussions) + 1
-            commit = hashlib.sha1(f"{repo.commit}:pr{num}:0".encode()).hexdigest()
+            # Named by what it holds, as git's are (the runner remembers checks by commit id).
+            commit = hashlib.sha1(f"{HubRepo._commit_of(files)}:pr{num}".encode()).hexdigest()
             repo.history[commit] = dict(files)
             repo.refs[f"refs/pr/{num}"] = commit
             repo.discussions.append(new_discussion(repo_id, num, title, author, "Please merge.", True))
@@ -179,9 +182,11 @@ class DiscussionsHub:
 
     def push_pr(self, repo_id: str, num: int, files: dict) -> str:
         """New commit on pull request `num`; its sha."""
+        from hub_server import HubRepo
+
         repo = self.repos[repo_id]
         with self.lock:
-            commit = hashlib.sha1(f"{repo.refs[f'refs/pr/{num}']}:next".encode()).hexdigest()
+            commit = hashlib.sha1(f"{HubRepo._commit_of(files)}:pr{num}".encode()).hexdigest()
             repo.history[commit] = dict(files)
             repo.refs[f"refs/pr/{num}"] = commit
         return commit
