@@ -220,3 +220,25 @@ def test_private_repositories_are_not_named_on_the_status_page(hub, runner):
     status, page = request(service.url, "GET", "/")
     assert status == 200 and "(a private repository)" in page and "secret-model" not in page
     assert "failed (the runner&#x27;s log says why)" in page
+
+
+def test_fix_prs_opens_one_fix_pull_request_at_a_time(hub, runner):
+    service = runner(settings=Settings(check_timeout_s=60, fix_prs=True))
+    repo = hub.repos["acme/model"]
+    good = repo.commit
+    dropped = hub.push("acme/model", seed_files(None))  # the chat template removed: TPL001, with a safe fix
+    post(service.url, refs_payload("acme/model", dropped, [("refs/heads/main", good, dropped)]))
+    [run] = settled(service, 1)
+    assert run.state == "done" and "fix pull request opened" in run.verdict, run.verdicts
+    [discussion, pr] = repo.discussions
+    assert not discussion["isPullRequest"] and "TPL001" in hub.comments("acme/model", 1)[0]
+    assert pr["isPullRequest"] and pr["title"] == "hfdoctor: fix missing-chat-template"
+    assert pr["files"] == ["tokenizer_config.json"]
+    # Restored, then dropped again while the fix pull request is open: no second one (nor discussion).
+    restored = hub.push("acme/model", seed_files(QWEN3_TEMPLATE))
+    again = hub.push("acme/model", seed_files(None))
+    post(service.url, refs_payload("acme/model", restored, [("refs/heads/main", dropped, restored)]))
+    post(service.url, refs_payload("acme/model", again, [("refs/heads/main", restored, again)]))
+    runs = settled(service, 3)
+    assert "a fix pull request of ours is already open" in runs[2].verdict, runs[2].verdicts
+    assert len(repo.discussions) == 2
