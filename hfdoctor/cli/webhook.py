@@ -19,7 +19,7 @@ def webhook_serve(args: argparse.Namespace) -> int:
     repositories a Hub webhook watches, and say what each change introduced and fixed.
 
     Register the webhook (https://huggingface.co/settings/webhooks) with this server's URL
-    followed by /webhook, the secret given here, and the "Repos" and "Community" events. A pull
+    followed by /webhook, the secret given here, and the repo and discussion events. A pull
     request gets one comment, updated in place when it changes; a push to main that introduces
     errors (--fail-on) opens one discussion. The Hub token (HF_TOKEN, or `hf auth login`)
     must be allowed to write discussions on the watched repositories; it is never printed."""
