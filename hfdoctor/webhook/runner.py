@@ -100,12 +100,13 @@ class Runner:
                 self.stats["ignored"] += 1
                 self._remember(delivery.key, "done")
                 return 202, {"status": "ignored", "why": delivery.ignored}
-            run = Run(next(self.numbers), delivery)
+            run = Run(0, delivery)
             try:
                 self.queue.put_nowait(run)
             except queue.Full:
                 self.stats["queue full"] += 1
                 return 429, {"error": f"the queue is full ({self.queue_size} deliveries waiting)"}
+            run.number = next(self.numbers)  # under the lock: no worker reads it before the answer
             self.stats["queued"] += 1
             self._remember(delivery.key, "pending")
             self.history.append(run)

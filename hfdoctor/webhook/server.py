@@ -25,6 +25,7 @@ import json
 import logging
 import signal
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        self.rfile.close()  # the socket's own file object: its reads have no overall deadline
         self.rfile = io.BufferedReader(_DeadlineReader(self.connection, time.monotonic() + self.server.read_deadline_s))
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
@@ -182,6 +184,11 @@ class WebhookServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        """A bug in a handler: one line in the log (socketserver would print a traceback to stderr)."""
+        kind, err, _ = sys.exc_info()
+        log.error("a request failed inside the runner: %s", visible(f"{getattr(kind, '__name__', kind)}: {err}"))
 
 
 def status_page(runner: Runner) -> str:
