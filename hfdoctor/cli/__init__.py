@@ -21,6 +21,12 @@ from hfdoctor import __version__
 
 from hfdoctor.cli.common import DESCRIPTION, CommandError, report_error
 from hfdoctor.cli.parsers import COMMANDS, HOOK_COMMANDS, SUMMARIES
+from hfdoctor.cli.webhook import WEBHOOK_COMMANDS
+
+# Command words that only name commands: `hook install`, `webhook serve`.
+GROUPS = {"hook": ("Git hooks that run hfdoctor.", HOOK_COMMANDS),
+          "webhook": ("The Hub webhook runner: checks every pull request and push of the repositories a Hub "
+                      "webhook watches.", WEBHOOK_COMMANDS)}
 
 def group_parser(prog: str, description: str, commands: dict[str, object]) -> argparse.ArgumentParser:
     """The parser of a command word that only names commands: its help lists them."""
@@ -44,15 +50,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     word, rest = argv[0], argv[1:]
     if word in COMMANDS:
         return COMMANDS[word]().parse_intermixed_args(rest)
-    if word == "hook":
-        hook = group_parser("hfdoctor hook", "Git hooks that run hfdoctor.", {
-            name: make().get_default("command") for name, make in HOOK_COMMANDS.items()})
-        if rest and rest[0] in HOOK_COMMANDS:
-            return HOOK_COMMANDS[rest[0]]().parse_intermixed_args(rest[1:])
+    if word in GROUPS:
+        description, commands = GROUPS[word]
+        group = group_parser(f"hfdoctor {word}", description, {
+            name: make().get_default("command") for name, make in commands.items()})
+        if rest and rest[0] in commands:
+            return commands[rest[0]]().parse_intermixed_args(rest[1:])
         if not rest:
-            hook.print_help(sys.stderr)
+            group.print_help(sys.stderr)
             raise SystemExit(2)
-        hook.parse_args(rest)  # help, or an error naming the commands there are
+        group.parse_args(rest)  # help, or an error naming the commands there are
     top.parse_args(argv)  # --help, --version, or an error naming the commands there are
     raise SystemExit(2)
 

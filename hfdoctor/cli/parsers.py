@@ -164,6 +164,7 @@ COMMANDS: dict[str, Callable[[], argparse.ArgumentParser]] = {
 HOOK_COMMANDS: dict[str, Callable[[], argparse.ArgumentParser]] = {"install": hook_install_parser,
                                                                   "uninstall": hook_uninstall_parser}
 SUMMARIES = {"check": check, "fix": fix, "probe": probe, "rules": list_rules, "explain": explain,
-             "hook": "Git hooks that run hfdoctor (hook install, hook uninstall)."}
+             "hook": "Git hooks that run hfdoctor (hook install, hook uninstall).",
+             "webhook": "The Hub webhook runner (webhook serve): checks every pull request and push."}
 
 
