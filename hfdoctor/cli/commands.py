@@ -278,7 +278,7 @@ def completion(args: argparse.Namespace) -> int:
     """Print a shell completion script (bash, zsh or fish).
 
     bash: `hfdoctor completion bash > ~/.local/share/bash-completion/completions/hfdoctor`
-    zsh: `hfdoctor completion zsh > ~/.zfunc/_hfdoctor` (or `eval "$(hfdoctor completion zsh)"` in ~/.zshrc)
+    zsh: `eval "$(hfdoctor completion zsh)"` in ~/.zshrc, after compinit
     fish: `hfdoctor completion fish > ~/.config/fish/completions/hfdoctor.fish`"""
     from hfdoctor.cli.completion import SCRIPTS, CommandLine
 
