@@ -3,7 +3,8 @@
 Short by default (CONTRACT "Text output is short"): warnings and errors, the compat line and a
 summary line that counts the info findings and names `--show-info`, which shows them and the
 other sections (template capabilities, weights); `--quiet` prints the summary line alone.
-A finding's line is cut at about LINE_CHARS characters, at a clause where one is near
+A finding's line is cut at about LINE_CHARS characters (plus the target's name, as long as the
+user wrote it), at a clause where one is near
 (`--verbose`: whole; `hfdoctor explain CODE` says why the rule matters), and each sentence is
 printed once: the compat lines name the finding that says it instead of repeating it.
 A terminal wraps lines to its width; a pipe gets one plain line per finding (cli.stdout_console).
@@ -103,7 +104,9 @@ def write_text(reports: list[Report | TargetError], console: Console, display: D
         cut = False
         for f in shown:
             fix: list[Part] = [("  [fix: " + str(f.fix.applicability) + "]", "green")] if f.fix else []
-            head = f"{_location(report.target, f.file, f.line)}: {f.severity} {f.code} {f.rule} "
+            # The target is the user's own words (an absolute path in the hook): the message's
+            # room is what the rest of the line leaves, as if the target were short.
+            head = f"{_location('.', f.file, f.line)}: {f.severity} {f.code} {f.rule} "
             message = f.message
             if not display.verbose:
                 room = max(MIN_MESSAGE_CHARS, LINE_CHARS - len(head) - (len(fix[0][0]) if fix else 0))
