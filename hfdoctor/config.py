@@ -26,18 +26,11 @@ Nothing here imports the rest of hfdoctor.
 
 from __future__ import annotations
 
-import difflib
 import os
 import stat
-import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 CONFIG_NAME = ".hfdoctor.toml"
 PYPROJECT = "pyproject.toml"
@@ -122,6 +115,7 @@ def settings_from_bytes(data: bytes, origin: str, *, pyproject: bool, trusted: b
     (the repository, for its own file)."""
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{origin}: {len(data):,} bytes, more than the {MAX_CONFIG_BYTES:,} hfdoctor reads")
+    tomllib = _toml()
     try:
         document = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -140,6 +134,17 @@ def settings_from_bytes(data: bytes, origin: str, *, pyproject: bool, trusted: b
     return _settings(table, origin, where, trusted=trusted, base=base, inside=inside)
 
 
+def _toml():
+    """tomllib (Python 3.11+) or tomli, imported when a file is found: a check without one pays nothing."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib
+
+
 def _settings(table: dict[str, Any], origin: str, where: str, *, trusted: bool, base: Path | None,
               inside: Path | None) -> Settings:
     def key_error(key: str, problem: str) -> ConfigError:
@@ -148,6 +153,8 @@ def _settings(table: dict[str, Any], origin: str, where: str, *, trusted: bool, 
 
     for key in table:
         if key not in KEYS:
+            import difflib  # only for this message
+
             close = difflib.get_close_matches(str(key).replace("_", "-"), KEYS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else f" (known keys: {', '.join(KEYS)})"
             raise key_error(_shown(key), f"unknown key{hint}")
@@ -273,15 +280,11 @@ def load_file(path: str | os.PathLike[str]) -> Settings:
     return settings
 
 
-def find_above(start: Path, stop_at: Path | None = None) -> Settings | None:
-    """The nearest configuration file in `start` or a parent of it (ruff's discovery); files
-    there are the user's own. `stop_at`: a directory not to look in (the repository, whose
-    own file is read through its source)."""
+def find_above(start: Path) -> Settings | None:
+    """The nearest configuration file in `start` or a folder above it (ruff's discovery); files
+    there are the user's own."""
     here = Path(os.path.abspath(start))
-    skip = Path(os.path.abspath(stop_at)) if stop_at is not None else None
     for folder in (here, *here.parents):
-        if folder == skip:
-            continue
         for name in (CONFIG_NAME, PYPROJECT):
             candidate = folder / name
             if not candidate.is_file():
@@ -291,4 +294,3 @@ def find_above(start: Path, stop_at: Path | None = None) -> Settings | None:
             if settings is not None:
                 return settings
     return None
-

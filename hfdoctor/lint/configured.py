@@ -48,14 +48,14 @@ def find_settings(source: Source, target: str, options: Options) -> Settings | N
         return None
     if options.settings is not None:
         return options.settings
-    directory = Path(target) if os.path.isdir(target) else None
+    directory = Path(os.path.abspath(target)) if os.path.isdir(target) else None  # ".": its parent is ".."
     single_file = directory is None and os.path.isfile(target)  # one .gguf: its folder is not the repository
     if not single_file:
         own = own_settings(source, directory)
         if own is not None:
             return own
     if single_file:
-        return find_above(Path(target).parent)
+        return find_above(Path(os.path.abspath(target)).parent)
     if directory is not None:
         return find_above(directory.parent)
     return find_above(Path.cwd())

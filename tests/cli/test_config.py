@@ -48,6 +48,8 @@ def test_pyproject_above_the_target_changes_the_outcome(project):
     data = report(str(project))
     assert "CARD002" not in codes(data) and data["config"]["file"] == str(project.parent / "pyproject.toml")
     assert check(str(project)).returncode == 0
+    dot = json.loads(run_cli("check", ".", "--format", "json", cwd=project).stdout)  # "." finds it too
+    assert dot["config"]["file"] == str(project.parent / "pyproject.toml") and "CARD002" not in codes(dot)
     # a pyproject.toml without [tool.hfdoctor] is passed over, as ruff does
     (project / "pyproject.toml").write_text('[project]\nname = "model"\n')
     assert "CARD002" not in codes(report(str(project)))
