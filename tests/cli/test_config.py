@@ -8,6 +8,7 @@ card-metadata, on README.md) and a few info findings. Each test puts a `.hfdocto
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -187,3 +188,16 @@ def test_a_hub_repository_is_read_with_its_own_file_at_the_revision(monkeypatch,
         "file": ".hfdoctor.toml", "fail_on": "info", "trusted": False}
     assert isinstance(reaching, TargetError) and "cannot name a directory on this machine" in reaching.message
     assert {f.code for f in isolated.findings} == {"CARD002"}
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda p: os.mkfifo(p), "not a regular file"),
+    (lambda p: p.symlink_to("/etc/passwd"), "outside the repository"),
+    (lambda p: p.write_bytes(b"# " + b"x" * (2 << 20)), "more than the"),
+    (lambda p: p.write_text("a = " + "[" * 50_000 + "]" * 50_000 + "\n"), "not valid TOML"),
+    (lambda p: p.write_bytes(b'select = ["\xff"]\n'), "not UTF-8"),
+])
+def test_a_hostile_configuration_file_is_exit_2_never_a_hang_or_a_read_outside(project, make, says):
+    make(project / ".hfdoctor.toml")
+    proc = check(str(project))
+    assert proc.returncode == 2 and ".hfdoctor.toml" in proc.stdout and says in proc.stdout, proc.stdout
