@@ -82,7 +82,8 @@ def bash_script(cli: CommandLine) -> str:
             kind = _value_words(action)
             flags = "|".join(action.option_strings)
             if kind == "choices":
-                values.append(f'        {flags}) COMPREPLY=($(compgen -W "{" ".join(map(str, action.choices))}" -- "$cur")); return;;')
+                words_of = " ".join(map(str, action.choices))
+                values.append(f'        {flags}) COMPREPLY=($(compgen -W "{words_of}" -- "$cur")); return;;')
             elif kind == "rules":
                 values.append(f'        {flags}) COMPREPLY=($(compgen -W "$rules" -- "$cur")); return;;')
             elif kind in ("file", "dir"):
@@ -145,7 +146,8 @@ def fish_script(cli: CommandLine) -> str:
         if name == "explain":
             lines.append(f"complete -c hfdoctor -n '{condition}' -xa {_fish_text(rules)}")
         elif _positional_choices(parser):
-            lines.append(f"complete -c hfdoctor -n '{condition}' -xa {_fish_text(' '.join(_positional_choices(parser)))}")
+            choices = " ".join(_positional_choices(parser))
+            lines.append(f"complete -c hfdoctor -n '{condition}' -xa {_fish_text(choices)}")
         elif " " not in name:
             lines.append(f"complete -c hfdoctor -n '{condition}' -a '(__fish_complete_directories)'")
         for action in _options(parser):

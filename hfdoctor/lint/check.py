@@ -42,7 +42,9 @@ from hfdoctor.sources.targets import TargetOptions, open_source
 # (unreadable files, budgets spent) anything before them ran into.
 RUN_LAST = ("file-unreadable", "check-incomplete")
 
-__all__ = ["Options", "check_target", "check_repo"]  # Options lives in hfdoctor.config (the CLI, hook and webhook read it)
+# Options is hfdoctor.config's (the CLI, the hook and the webhook read it there); callers that
+# import it from here keep working.
+__all__ = ["Options", "check_target", "check_repo"]
 
 
 class _Deadline(BaseException):

@@ -43,7 +43,8 @@ def test_rules_has_a_header_row():
 def complete(script: str, *words: str) -> list[str]:
     """What the bash completion offers after `words` (the last one is being typed)."""
     call = " ".join(f"'{w}'" for w in words)
-    program = f'{script}\nCOMP_WORDS=({call}); COMP_CWORD={len(words) - 1}; _hfdoctor; printf "%s\\n" "${{COMPREPLY[@]}}"'
+    program = (f'{script}\nCOMP_WORDS=({call}); COMP_CWORD={len(words) - 1}; _hfdoctor; '
+               'printf "%s\\n" "${COMPREPLY[@]}"')
     done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
