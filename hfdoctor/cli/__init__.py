@@ -30,7 +30,7 @@ GROUPS = {"hook": ("Git hooks that run hfdoctor.", HOOK_COMMANDS),
 
 def group_parser(prog: str, description: str, commands: dict[str, object]) -> argparse.ArgumentParser:
     """The parser of a command word that only names commands: its help lists them."""
-    lines = [f"  {name:<9} {(summary if isinstance(summary, str) else summary.__doc__ or '').strip().splitlines()[0]}"
+    lines = [f"  {name:<10} {(summary if isinstance(summary, str) else summary.__doc__ or '').strip().splitlines()[0]}"
              for name, summary in commands.items()]
     parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
                                      usage=f"{prog} [-h] COMMAND [ARGS]...", epilog="commands:\n" + "\n".join(lines),
@@ -43,7 +43,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     """argv -> the namespace of one command (its `command` the function to run); exits 0
     after help or the version, 2 on a usage error, as argparse does."""
     top = group_parser("hfdoctor", DESCRIPTION, SUMMARIES)
-    top.add_argument("--version", action="version", version=f"hfdoctor {__version__}", help="Print the version.")
+    top.add_argument("-V", "--version", action="version", version=f"hfdoctor {__version__}", help="Print the version.")
     if not argv:
         top.print_help(sys.stderr)
         raise SystemExit(2)
@@ -68,9 +68,10 @@ def exit_code_of(err: Exception) -> int | None:
     """The one map from the errors a command may end with to its exit code (CONTRACT: 2, the job
     could not be done); None: not an error a command ends with, a bug of hfdoctor."""
     from hfdoctor.cli.hook import HookError
+    from hfdoctor.config import ConfigError
     from hfdoctor.sources.base import SourceError
 
-    if isinstance(err, (CommandError, HookError, SourceError)):
+    if isinstance(err, (CommandError, ConfigError, HookError, SourceError)):
         return 2
     return None
 

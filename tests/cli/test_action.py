@@ -77,7 +77,8 @@ def runner(tmp_path) -> dict[str, str]:
     temp = tmp_path / "runner-temp"
     temp.mkdir()
     return {"GITHUB_WORKSPACE": str(workspace), "RUNNER_TEMP": str(temp),
-            "GITHUB_STEP_SUMMARY": str(temp / "step_summary.md"), "GITHUB_OUTPUT": str(temp / "output")}
+            "GITHUB_STEP_SUMMARY": str(temp / "step_summary.md"), "GITHUB_OUTPUT": str(temp / "output"),
+            "CONFIG": "", "BASELINE": ""}  # inputs left empty reach the step as empty variables
 
 
 def outputs(runner: dict[str, str]) -> dict[str, str]:
@@ -110,6 +111,27 @@ def test_select_and_ignore_reach_hfdoctor(runner):
     sarif = json.loads(Path(outputs(runner)["sarif"]).read_text())
     assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"CARD001"}
     assert run_step("Verdict", {"CODE": "0"}, workspace).returncode == 0
+
+
+def test_the_repository_configuration_config_and_baseline_inputs_reach_hfdoctor(runner):
+    """With fail-on left empty the repository's own .hfdoctor.toml decides; the config input
+    names another file; the baseline input accepts what it holds."""
+    workspace = Path(runner["GITHUB_WORKSPACE"])
+    empty = {"FAIL_ON": "", "SELECT": "", "IGNORE": "", "CONFIG": "", "BASELINE": ""}
+    (workspace / "model" / ".hfdoctor.toml").write_text('ignore = ["CARD001", "TPL001"]\n')
+    assert run_step("Check", {**runner, **empty, "TARGET": "model"}, workspace).returncode == 0
+    assert outputs(runner)["exit-code"] == "0"
+    (workspace / "strict.toml").write_text('fail-on = "error"\n')
+    run_step("Check", {**runner, **empty, "TARGET": "model", "CONFIG": "strict.toml"}, workspace)
+    assert outputs(runner)["exit-code"] == "1"  # the last run's outputs
+    baseline = workspace / "baseline.json"
+    written = subprocess.run([sys.executable, "-m", "hfdoctor", "check", "model", "--isolated", "--write-baseline",
+                              str(baseline)], cwd=workspace, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert written.returncode == 0, written.stderr
+    (workspace / "model" / ".hfdoctor.toml").unlink()
+    run_step("Check", {**runner, **empty, "TARGET": "model", "BASELINE": "baseline.json"}, workspace)
+    assert outputs(runner)["exit-code"] == "0"
 
 
 def test_a_target_that_cannot_be_checked_is_an_error_annotation(runner):

@@ -122,7 +122,9 @@ def test_hook_install(tmp_path):
     proc = run_cli("hook", "install", "--repo", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     hook = tmp_path / ".git" / "hooks" / "pre-push"
-    assert "check --fail-on error --git-rev" in hook.read_text() and hook.stat().st_mode & 0o111
+    assert "run check --git-rev" in hook.read_text() and hook.stat().st_mode & 0o111  # fail-on: the configuration's
+    assert run_cli("hook", "install", "--repo", str(tmp_path), "--fail-on", "warning").returncode == 0
+    assert "run check --fail-on warning --git-rev" in hook.read_text()
     assert run_cli("hook", "install", "--repo", str(tmp_path)).returncode == 0  # ours: replaced
 
 
