@@ -70,11 +70,23 @@ def holds_objects(descr: Any) -> bool:
 KERAS_MODULES = frozenset({"keras", "tf_keras", "tensorflow", "keras_hub", "keras_nlp", "keras_cv"})
 
 
+# Nodes of one Keras config walked: a real model's config has a few thousand; 16 MB of JSON
+# (what is read of it) holds at most a few million, walked in about a second.
+MAX_KERAS_NODES = 4_000_000
+
+
+class KerasConfigTooLarge(Exception):
+    """The config has more nodes than MAX_KERAS_NODES: what was not walked is unknown."""
+
+
 def keras_config_problems(config: Any) -> list[str]:
-    """What loading a Keras model with this config would run, from the config alone."""
+    """What loading a Keras model with this config would run, from the config alone.
+    KerasConfigTooLarge (with what was found) when the walk stops at its bound."""
     found: list[str] = []
     stack, seen = [config], 0
-    while stack and seen < 200_000:
+    while stack:
+        if seen >= MAX_KERAS_NODES:
+            raise KerasConfigTooLarge(list(dict.fromkeys(found)))
         node = stack.pop()
         seen += 1
         if isinstance(node, dict):

@@ -32,7 +32,7 @@ from typing import IO
 
 from hfdoctor.modelfiles.allowlist import UNRESOLVED, classify
 from hfdoctor.modelfiles.containers import ContainerError
-from hfdoctor.modelfiles.opcodes import ops
+from hfdoctor.modelfiles.opcodes import Refused, ops
 from hfdoctor.modelfiles.result import MAX_OPCODES, MAX_SCAN_BYTES, Call, Import, PickleScan
 
 # Legacy torch files hold 5 pickles; a few more are scanned, stopping at the first bytes
@@ -64,8 +64,26 @@ class BoundedReader:
     the budget is what keeps a hostile or huge file from exhausting memory or time.
     """
 
-    def __init__(self, raw: IO[bytes], budget: int):
+    def __init__(self, raw: IO[bytes], budget: int, size: int | None = None):
         self.raw, self.budget, self.pending = raw, budget, b""
+        # What the stream holds, where known (a zip member's declared size, a drained stream's
+        # length), else measured on a seekable stream: a claim past it is a truncated pickle,
+        # which the unpickler refuses, not a bound of hfdoctor's.
+        self.size, self.taken = size, 0
+
+    def _left(self) -> int | None:
+        """Bytes the stream still holds (the pending one included), or None when unknown."""
+        if self.size is not None:
+            return max(0, self.size - self.taken) + len(self.pending)
+        try:
+            if not self.raw.seekable():
+                return None
+            here = self.raw.tell()
+            end = self.raw.seek(0, 2)
+            self.raw.seek(here)
+        except (OSError, ValueError):
+            return None
+        return end - here + len(self.pending)
 
     def _over_budget(self) -> ScanLimit:
         self.budget = 0  # spent: the file's later members are not scanned either
@@ -75,10 +93,14 @@ class BoundedReader:
         if len(data) > self.budget:
             raise self._over_budget()
         self.budget -= len(data)
+        self.taken += len(data)
         return data
 
     def read(self, n: int = -1) -> bytes:
         if n < 0 or n > self.budget + len(self.pending):
+            left = self._left() if n >= 0 else None
+            if left is not None and n > left:
+                raise Refused(f"an argument claims {n:,} bytes, more than the {left:,} left: the pickle is truncated")
             raise self._over_budget()
         head, self.pending = self.pending[:n], self.pending[n:]
         return head + self._take(self.raw.read(n - len(head))) if n > len(head) else head
@@ -107,6 +129,7 @@ class BoundedReader:
         seekable = getattr(self.raw, "seekable", lambda: False)()
         if seekable:
             self.raw.seek(n, 1)
+            self.taken += n
             return
         while n > 0:
             chunk = self.read(min(n, 1 << 20))
@@ -408,12 +431,23 @@ class _Walk:
     imports: list[tuple[str, str]]
     complete: bool  # reached STOP
     problem: str | None = None
-    limited: bool = False  # stopped by a budget, not by the bytes
+    # Stopped by something other than bytes the unpickler refuses: a bound, a container that
+    # cannot be read on, a read that failed, or malformed data this scanner did not expect.
+    # What follows may run anything: the file is not proven safe.
+    limited: bool = False
     opcodes: int = 0
 
 
+class _StepFailed(Exception):
+    """The symbolic machine failed on an opcode the unpickler accepts (a gap in this scanner)."""
+
+
 def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Walk:
-    """Walk one pickle, recording its unsafe calls in `scan`."""
+    """Walk one pickle, recording its unsafe calls in `scan`.
+
+    Only bytes the unpickler itself refuses (Refused, and pickletools' readers' ValueError on
+    a truncated argument, as the unpickler's own) end a walk as a damaged pickle: loading
+    stops there too. Any other exception is a limit: the file is not proven safe."""
     machine = _Machine(member, scan, stream)
     count = 0
     try:
@@ -425,28 +459,39 @@ def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Wal
                 raise ScanLimit(f"it runs more than {MAX_OPCODES:,} pickle opcodes; only the start was scanned")
             if count & 0xFFFF == 0 and scan.deadline is not None and time.monotonic() > scan.deadline:
                 raise ScanLimit("the time budget of this check ran out while scanning it")
-            machine.step(opcode.name, arg)
+            try:
+                machine.step(opcode.name, arg)
+            except (ScanLimit, Refused, ContainerError):  # a joblib array read on from the stream
+                raise
+            except Exception as err:  # noqa: BLE001 - the machine's own gap, not the unpickler's refusal
+                raise _StepFailed(f"the scanner stopped at opcode {opcode.name} ({type(err).__name__})") from None
     except ScanLimit as limit:
         scan.opcodes_left = max(0, scan.opcodes_left - count)
         return _Walk(machine.imports, False, str(limit), limited=True, opcodes=count)
-    except ContainerError as err:  # a compressed member that cannot be read on (a bomb): unknown, whatever it is
+    except (ContainerError, _StepFailed) as err:  # a member that cannot be read on (a bomb), a scanner gap
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, str(err), limited=True, opcodes=max(count, 65))
-    except Exception as err:  # Refused, and pickletools' readers' ValueError on bytes that are not a pickle
+        return _Walk(machine.imports, False, str(err), limited=True, opcodes=count)
+    except ValueError as err:  # Refused, and pickletools' readers on a truncated argument: loading stops here
         scan.opcodes_left = max(0, scan.opcodes_left - count)
         return _Walk(machine.imports, False, f"{type(err).__name__}: {err}")
+    except Exception as err:  # noqa: BLE001 - a read that failed (OSError, an unreadable source): unknown
+        scan.opcodes_left = max(0, scan.opcodes_left - count)
+        return _Walk(machine.imports, False, f"reading it failed ({type(err).__name__}: {str(err)[:200]})",
+                     limited=True, opcodes=count)
     return _Walk(machine.imports, False, "the pickle ends without STOP (truncated)")
 
 
-def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
-    """Scan the consecutive pickles of one stream into `scan`; False when it is not a pickle at all."""
-    reader = BoundedReader(raw, scan.bytes_left)
+def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan, size: int | None = None) -> bool:
+    """Scan the consecutive pickles of one stream (of `size` bytes, where known) into `scan`;
+    False when it is not a pickle at all: the unpickler refuses its first bytes."""
+    reader = BoundedReader(raw, scan.bytes_left, size)
     try:
         where = f"{member}: " if member else ""
-        try:
-            first = reader.read(1)
-        except ScanLimit:
+        if reader.budget <= 0:
+            scan.unproven.append(f"{where}not scanned: the pickles before it already hold "
+                                 f"{MAX_SCAN_BYTES // (1024 * 1024)} MB")
             return False
+        first = reader.read(1)
         reader.pending = first
         for n in range(MAX_STREAMS):
             walk = _walk(reader, member, scan)
@@ -459,10 +504,11 @@ def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
                     return True
                 continue
             if n == 0:
-                # protocol 2+ pickles start with PROTO (0x80); anything else that fails
-                # early is some other format (text read as opcodes stops within a few),
-                # not something pickle.load would run.
-                if not walk.imports and first != b"\x80" and not (walk.limited and walk.opcodes > 64):
+                # protocol 2+ pickles start with PROTO (0x80); anything else that the
+                # unpickler refuses before it imports is some other format, not something
+                # pickle.load would run. A bound or a failed read is not a refusal: what
+                # follows may still be a pickle.
+                if not walk.imports and first != b"\x80" and not walk.limited:
                     return False
                 (scan.unproven if walk.limited else scan.problems).append(f"{where}{walk.problem}")
             elif walk.limited:  # a bound stopped the walk: what follows may run anything

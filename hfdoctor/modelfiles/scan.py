@@ -49,6 +49,7 @@ MAX_DEPTH = 4
 SCANNER_FAILED = "the scanner stopped on malformed data"
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # the most of one file read whole (ONNX, SavedModel, 7z, HDF5 prefix)
 HDF5_PREFIX = 64 * 1024 * 1024
+KERAS_CONFIG_BYTES = 16 * 1024 * 1024
 # A compressed file that is neither a pickle nor a container at its start is read to its end
 # (kept: its last 64 KB) to see whether a zip closes it; past this, it is not proven safe.
 MAX_DRAIN = 1024 * 1024 * 1024
@@ -110,6 +111,9 @@ class _Scanner:
             self.hdf5(handle, where)
         elif containers.is_tar(handle):
             self.tar(handle, where, depth)
+            # torch.load unpickles a tar from byte 0 when tarfile refuses it, and always when
+            # the file is not a file on disk (a stream): its front is scanned as a pickle too.
+            self.pickle(handle, where)
         elif (kind := containers.compression_of(head)) is not None:
             self.decompress(handle, kind, name, where, depth)
         elif lower.endswith(".onnx"):
@@ -150,9 +154,14 @@ class _Scanner:
             try:
                 member = containers.open_entry(handle, entry)
                 if keras and entry.name == "config.json":
-                    self.keras_config(member.read(16 * 1024 * 1024), path)
+                    config = member.read(KERAS_CONFIG_BYTES + 1)
+                    if len(config) > KERAS_CONFIG_BYTES:
+                        self.unproven(path, f"a Keras config larger than {KERAS_CONFIG_BYTES // 2**20} MB, which "
+                                            "hfdoctor does not read")
+                    else:
+                        self.keras_config(config, path)
                 else:
-                    self.member(member, entry.name, path, depth)
+                    self.member(member, entry.name, path, depth, entry.size)
             except ContainerError as err:
                 self.unproven(path, str(err))
 
@@ -165,8 +174,9 @@ class _Scanner:
             return False
         return scanned(entry.name) or (keras and base == "config.json") or entry.size <= 1024 * 1024
 
-    def member(self, member: IO[bytes], name: str, path: str, depth: int) -> None:
-        """An archive member: containers inside it need a seekable copy; pickles stream."""
+    def member(self, member: IO[bytes], name: str, path: str, depth: int, size: int | None = None) -> None:
+        """An archive member (of `size` bytes, where known): containers inside it need a
+        seekable copy; pickles stream."""
         head = member.peek(512)[:512] if hasattr(member, "peek") else b""
         if self._container_head(head, name):
             if depth + 1 > MAX_DEPTH:  # checked before anything is decompressed
@@ -179,7 +189,7 @@ class _Scanner:
                 return
             self.file(io.BytesIO(data), name, path, depth + 1)
         else:
-            if picklemachine.scan_streams(member, path, self.scan) and self.scan.kind == "not-pickle":
+            if picklemachine.scan_streams(member, path, self.scan, size) and self.scan.kind == "not-pickle":
                 self.scan.kind = "pickle"
 
     def seven_zip(self, handle: IO[bytes], where: str | None, depth: int) -> None:
@@ -241,6 +251,7 @@ class _Scanner:
             handle.seek(0)
             reader = containers.inflating(kind, handle)
             head = reader.peek(512)[:512]
+            total = None
             if head[:1] != b"\x80" and not self._container_head(head, inner):
                 total, tail = containers.drain(reader, MAX_DRAIN)
                 if containers.ZIP_END in tail:
@@ -248,7 +259,7 @@ class _Scanner:
                     return
                 handle.seek(0)
                 reader = containers.inflating(kind, handle)
-            self.member(reader, inner, path, depth)
+            self.member(reader, inner, path, depth, total)
         except ContainerError as err:
             self.unproven(where or self.scan.file, str(err))
 
@@ -298,7 +309,13 @@ class _Scanner:
                 self.scan.problems.append(f"{where}: a Keras config that is not JSON")
                 return
         self.scan.kind = "keras" if self.scan.kind in ("not-pickle", "zip") else self.scan.kind
-        for problem in formats.keras_config_problems(config):
+        try:
+            problems = formats.keras_config_problems(config)
+        except formats.KerasConfigTooLarge as stopped:
+            problems = stopped.args[0]
+            self.unproven(where, f"its Keras config has more than {formats.MAX_KERAS_NODES:,} nodes; the rest, which "
+                                 "loading runs too, was not read")
+        for problem in problems:
             self.scan.unsafe.append(("error", f"{where}: {problem}"))
 
     def onnx(self, handle: IO[bytes], where: str | None) -> None:
@@ -348,14 +365,7 @@ def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> Pi
     budget = budget or Budget()
     scan = PickleScan(rel, "not-pickle", deadline=budget.deadline)
     scanner = _Scanner(scan, budget)
-    try:
-        scanner.file(handle, os.path.basename(rel), None, 0)
-    except ContainerError as err:  # what the container holds was not read: it may be anything
-        scan.unproven.append(f"{rel}: {err}")
-    except (OSError, Unreadable) as err:
-        scan.problems.append(f"{rel}: reading it failed part way ({err})")
-    except Exception as err:  # noqa: BLE001 - malformed data this reader missed: incomplete, said so
-        scan.problems.append(f"{rel}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
+    _guarded(scan, rel, lambda: scanner.file(handle, os.path.basename(rel), None, 0))
     # What a nested loader unpickles on load is scanned as a file of its own (bounded count);
     # a load inside a load is one level deeper, and the depth is bounded like archives'.
     index = 0
@@ -363,14 +373,22 @@ def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> Pi
         where, blob, nesting = scan.nested[index]
         scan.nested[index] = (where, b"", nesting)  # scanned once: not kept in memory after
         scan.nesting = nesting
-        try:
-            scanner.file(io.BytesIO(blob), "nested.pt", where, nesting)
-        except (OSError, ContainerError, Unreadable) as err:
-            scan.unproven.append(f"{where}: {err}")
-        except Exception as err:  # noqa: BLE001 - as above
-            scan.problems.append(f"{where}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
+        _guarded(scan, where, lambda: scanner.file(io.BytesIO(blob), "nested.pt", where, nesting))
         index += 1
     return scan
+
+
+def _guarded(scan: PickleScan, where: str, run) -> None:
+    """Run one scan step; whatever exception stops it, the file was not read to its end and
+    is not proven safe (SEC006, an error): the one place a failed scan becomes a verdict."""
+    try:
+        run()
+    except ContainerError as err:  # what the container holds was not read: it may be anything
+        scan.unproven.append(f"{where}: {err}")
+    except (OSError, Unreadable) as err:
+        scan.unproven.append(f"{where}: reading it failed part way ({err})")
+    except Exception as err:  # noqa: BLE001 - malformed data this reader missed: not read to its end
+        scan.unproven.append(f"{where}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
 
 
 def embedded_imports(scan: PickleScan, depth: int = 0) -> list[tuple[str, list[Import]]]:

@@ -243,7 +243,10 @@ def _decoder(folder: _Folder):
         except (lzma.LZMAError, ValueError) as err:
             raise SevenZipError(f"a 7z folder has invalid lzma properties: {err}") from None
         props["dict_size"] = max(MIN_DICTIONARY, min(props.get("dict_size", MIN_DICTIONARY), folder.unpack_size))
-        return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[{"id": f} for f in folder.bcj] + [props]), None
+        try:  # liblzma refuses some chains (more than 3 filters before LZMA): this folder only
+            return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[{"id": f} for f in folder.bcj] + [props]), None
+        except (lzma.LZMAError, ValueError) as err:
+            raise SevenZipError(f"a 7z folder's filter chain cannot be decoded here ({err})") from None
     if folder.coder == "deflate":
         return zlib.decompressobj(-15), None
     if folder.coder == "bzip2":

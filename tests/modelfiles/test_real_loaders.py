@@ -1,0 +1,245 @@
+"""Fail-closed model-file scans (issue 40): each hostile file is loaded by the real loader
+(pickle, torch.load, numpy.load, py7zr) in a child process, whose harmless payload
+(os.mkdir of a marker in tmp_path) shows that loading runs it; and hfdoctor, on the same
+bytes, must say so: SEC001 (unsafe-pickle) or SEC006 (pickle-not-proven-safe), an error,
+exit 1. Each reader of hfdoctor is judged against the loader it stands for, on the same
+bytes: what the loader runs, hfdoctor sees.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import tarfile
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+
+from hfdoctor.cli import run
+from conftest import TESTS
+
+sys.path.insert(0, str(TESTS / "corpus"))
+import make_model_files as corpus  # noqa: E402
+
+FAIL_CLOSED = {"unsafe-pickle", "pickle-not-proven-safe"}
+
+
+def payload(marker: Path, proto: bool = True) -> bytes:
+    """os.mkdir(marker) as protocol 0/2 text opcodes: GLOBAL, MARK, BINUNICODE, TUPLE, REDUCE."""
+    raw = str(marker).encode()
+    body = b"cos\nmkdir\n(X" + struct.pack("<I", len(raw)) + raw + b"tR."
+    return (b"\x80\x02" if proto else b"") + body
+
+
+# --- the hostile files ----------------------------------------------------------------------------------
+
+
+def nul_after_int(marker: Path) -> bytes:
+    """`I1\\x00junk\\n`: _pickle.c's strtol stops at the NUL and takes 1; no PROTO opcode."""
+    return b"I1\x00junk\n0" + payload(marker, proto=False)
+
+
+def torch_zip_nul_int(marker: Path) -> bytes:
+    """The same pickle as a torch zip's data.pkl."""
+    return corpus.torch_zip(nul_after_int(marker))
+
+
+def _tar_header(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    return info.tobuf(tarfile.USTAR_FORMAT)
+
+
+def _padded(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def tar_pax_unicode_size(marker: Path) -> bytes:
+    """A legacy torch tar whose first member's pax `size` is `²`: str.isdigit takes it, int()
+    does not, and tarfile then reads the size as 0, so the member's "data" is read as the
+    next headers: the real `storages`, `tensors` and `pickle`, the payload first."""
+    record = "size=²\n".encode()
+    record = f"{len(record) + 3} ".encode() + record
+    inner = b""
+    for name, data in (("storages", payload(marker)), ("tensors", pickle.dumps(0, protocol=2)),
+                       ("pickle", pickle.dumps({}, protocol=2))):
+        inner += _tar_header(name, len(data)) + _padded(data)
+    return (_tar_header("././@PaxHeader", len(record), tarfile.XHDTYPE) + _padded(record)
+            + _tar_header("decoy", len(inner)) + inner + bytes(1024))
+
+
+def npz_zip64_offset(marker: Path) -> bytes:
+    """An .npz whose first central-directory entry has a zip64 offset of 2**63; the second,
+    an object array, is read by np.load(allow_pickle=True) as usual."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("a.npy", corpus.npy({"descr": "<i8", "fortran_order": False, "shape": (1,)}, bytes(8)))
+        archive.writestr("b.npy", corpus.npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, payload(marker)))
+    data = bytearray(buffer.getvalue())
+    central = data.find(b"PK\x01\x02")
+    (name_length,) = struct.unpack("<H", data[central + 28:central + 30])
+    extra = struct.pack("<HHQ", 1, 8, 2**63)  # zip64 extended information: the local header offset
+    data[central + 42:central + 46] = struct.pack("<I", 0xFFFFFFFF)
+    data[central + 30:central + 32] = struct.pack("<H", len(extra))
+    data[central + 46 + name_length:central + 46 + name_length] = extra
+    end = data.rfind(b"PK\x05\x06")
+    (central_size,) = struct.unpack("<I", data[end + 12:end + 16])
+    data[end + 12:end + 16] = struct.pack("<I", central_size + len(extra))
+    return bytes(data)
+
+
+def seven_zip_refused_chain(marker: Path) -> bytes:
+    """Folder 0: four x86 BCJ filters and LZMA1 (liblzma takes at most four filters in all);
+    folder 1: stored (copy), holding data.pkl with the payload. py7zr extracts data.pkl."""
+    number = corpus._number7z
+    body = payload(marker)
+    junk = lzma.compress(b"x" * 10, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1}])
+    props = lzma._encode_filter_properties({"id": lzma.FILTER_LZMA1})
+    bcj = b"\x04\x03\x03\x01\x03"  # a simple coder with a 4-byte id: x86 BCJ
+    lzma1 = b"\x23\x03\x01\x01" + number(len(props)) + props
+    chain = number(5) + bcj * 4 + lzma1 + b"".join(number(i) + number(i + 1) for i in range(4))
+    header = (b"\x01\x04" + b"\x06" + number(0) + number(2) + b"\x09" + number(len(junk)) + number(len(body)) + b"\x00"
+              + b"\x07\x0b" + number(2) + b"\x00" + chain + b"\x01\x01\x00" + b"\x0c"
+              + number(10) * 5 + number(len(body)) + b"\x00" + b"\x08\x00" + b"\x00")
+    names = "a.bin\0data.pkl\0".encode("utf-16-le")
+    header += b"\x05" + number(2) + b"\x11" + number(len(names) + 1) + b"\x00" + names + b"\x00" + b"\x00"
+    packed = junk + body
+    start = struct.pack("<QQI", len(packed), len(header), zlib.crc32(header))
+    return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + packed + header
+
+
+LOADERS = {
+    "pickle": "import pickle, sys; pickle.load(open(sys.argv[1], 'rb'))",
+    "torch": "import sys, torch; torch.load(sys.argv[1], weights_only=False)",
+    "numpy": "import sys, numpy; z = numpy.load(sys.argv[1], allow_pickle=True); z['b']",
+    "py7zr": ("import os, pickle, sys, tempfile, py7zr; d = tempfile.mkdtemp(); "
+              "py7zr.SevenZipFile(sys.argv[1]).extract(d, targets=['data.pkl']); "
+              "pickle.load(open(os.path.join(d, 'data.pkl'), 'rb'))"),
+}
+
+CASES = {  # name: (builder, file name, loader)
+    "nul-after-int": (nul_after_int, "model.pkl", "pickle"),
+    "torch-zip-nul-int": (torch_zip_nul_int, "pytorch_model.bin", "torch"),
+    "tar-pax-unicode-size": (tar_pax_unicode_size, "model.pth", "torch"),
+    "npz-zip64-offset": (npz_zip64_offset, "arrays.npz", "numpy"),
+    "7z-refused-filter-chain": (seven_zip_refused_chain, "model.7z", "py7zr"),
+}
+
+
+def check(repo: Path, capsys) -> tuple[int, list[dict]]:
+    """(exit code, findings) of `hfdoctor check REPO --select SEC --format json`."""
+    capsys.readouterr()
+    code = run(["check", str(repo), "--select", "SEC", "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    report = report[0] if isinstance(report, list) else report
+    return code, report["findings"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_what_the_loader_runs_hfdoctor_reports(tmp_path, capsys, name):
+    build, file_name, loader = CASES[name]
+    if loader in ("torch", "py7zr"):
+        pytest.importorskip(loader)
+    repo, marker = tmp_path / "repo", tmp_path / "marker"
+    repo.mkdir()
+    (repo / file_name).write_bytes(build(marker))
+    child = subprocess.run([sys.executable, "-c", LOADERS[loader], str(repo / file_name)], capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert marker.is_dir(), f"{loader} did not run the payload: {child.stderr[-2000:]}"
+    code, findings = check(repo, capsys)
+    assert code == 1, findings
+    assert any(f["rule"] in FAIL_CLOSED and f["severity"] == "error" for f in findings), findings
+
+
+def test_any_scanner_failure_is_not_proven_safe(tmp_path, capsys, monkeypatch):
+    """The mechanism, not an example: whatever exception stops a reader, a file a loader may
+    unpickle is an error (SEC006), never a warning that lets the push or CI step pass."""
+    import hfdoctor.modelfiles.containers as containers
+
+    def broken(handle):
+        raise KeyError("a reader's own gap")
+
+    (tmp_path / "model.pt").write_bytes(corpus.torch_zip(pickle.dumps({"w": 1}, protocol=2)))
+    monkeypatch.setattr(containers, "zip_entries", broken)
+    code, findings = check(tmp_path, capsys)
+    assert code == 1
+    assert [(f["rule"], f["severity"]) for f in findings] == [("pickle-not-proven-safe", "error")], findings
+    assert "KeyError" in findings[0]["message"]
+
+
+# --- the opcode reader against both unpicklers, on the same bytes ----------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from hfdoctor.modelfiles.opcodes import ops  # noqa: E402
+
+TEXT_BYTES = b"0123456789+-xXoObB_ .eEinfatyINFATYL'\"\\\x00\t\x0b\x0c\r\x1c\xc3\xa9"
+
+
+def _loads(data: bytes) -> bool:
+    """Whether either unpickler (_pickle.c, and pickle.py, which joblib and dill use) reads
+    `data` to its STOP. What it calls is builtins.len, harmless."""
+    for loads in (pickle.loads, pickle._loads):
+        try:
+            loads(data)
+            return True
+        except Exception:  # noqa: BLE001 - any refusal
+            pass
+    return False
+
+
+def _ours(data: bytes) -> bool:
+    try:
+        for _ in ops(io.BytesIO(data)):
+            pass
+        return True
+    except ValueError:
+        return False
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(b"ILFp"), st.binary(max_size=7).map(lambda b: bytes(TEXT_BYTES[x % len(TEXT_BYTES)] for x in b)))
+def test_text_arguments_are_read_as_the_unpicklers_read_them(opcode, line):
+    """INT, LONG, FLOAT and PUT lines (NULs, C octal, hex, underscores, whitespace, inf):
+    hfdoctor reads on exactly where one of the unpicklers reads on."""
+    data = (b"N" if opcode == ord("p") else b"") + bytes([opcode]) + line + b"\n0cbuiltins\nlen\n(S'ab'\ntR."
+    assert _ours(data) == _loads(data), data
+
+
+def test_names_the_unpickler_cannot_decode_stop_loading(tmp_path, capsys):
+    """picklescan's not_a_pickle.bin, `cmod\\n\\xf8\\n`: both unpicklers refuse the non-UTF-8
+    name before importing anything, so it is not flagged (it was a false alarm)."""
+    data = b"cmod\n\xf8\n"
+    assert not _loads(data)
+    (tmp_path / "not_a_pickle.bin").write_bytes(data)
+    code, findings = check(tmp_path, capsys)
+    assert code == 0 and all(f["severity"] == "info" for f in findings), findings
+
+
+def test_a_lambda_layer_after_many_config_nodes_is_reported(tmp_path, capsys):
+    """A Keras Lambda layer placed after 250,000 config nodes (the walk stopped at 200,000,
+    silently): it is reported; past the walk's bound, the file is not proven safe."""
+    filler = [{"class_name": "Dense", "config": {}}] * 250_000
+    (tmp_path / "model.keras").write_bytes(corpus.keras_zip(corpus.keras_config([corpus.LAMBDA_LAYER] + filler)))
+    code, findings = check(tmp_path, capsys)
+    assert code == 1
+    assert any(f["rule"] == "unsafe-model-file" and "Lambda" in f["message"] for f in findings), findings
+
+
+def test_a_config_past_the_walk_bound_is_not_proven_safe(tmp_path, capsys, monkeypatch):
+    import hfdoctor.modelfiles.formats as formats
+
+    monkeypatch.setattr(formats, "MAX_KERAS_NODES", 1000)
+    filler = [{"class_name": "Dense", "config": {}}] * 1000
+    (tmp_path / "model.keras").write_bytes(corpus.keras_zip(corpus.keras_config([corpus.LAMBDA_LAYER] + filler)))
+    code, findings = check(tmp_path, capsys)
+    assert code == 1
+    assert any(f["rule"] == "pickle-not-proven-safe" and "Keras config" in f["message"] for f in findings), findings
