@@ -32,6 +32,7 @@ from typing import IO, Iterator
 from hfdoctor.sources.base import ByteRange
 
 MAX_MEMBERS = 10_000
+MAX_CENTRAL_DIRECTORY = MAX_MEMBERS * 1024  # bytes: a real entry is 46 bytes and its name
 MAX_MEMBER_BYTES = 256 * 1024 * 1024  # decompressed, per member or stream
 
 ZIP_LOCAL = b"PK\x03\x04"
@@ -73,6 +74,13 @@ def zip_entries(handle: IO[bytes]) -> list[ZipEntry]:
     """The members of a zip archive: names from the central directory, data offsets from
     each local header (what torch's reader uses; the local name is not compared)."""
     try:
+        handle.seek(0)
+        end = zipfile._EndRecData(handle)  # what zipfile reads first: the end record (zip64 too)
+        if end is not None and end[zipfile._ECD_SIZE] > MAX_CENTRAL_DIRECTORY:
+            # zipfile builds an object per entry before anyone can count them: a central
+            # directory of millions of entries (a few MB gzipped) is gigabytes of them.
+            raise ContainerError(f"the zip archive's central directory is {end[zipfile._ECD_SIZE]:,} bytes, more "
+                                 f"than the {MAX_MEMBERS:,} members hfdoctor opens can need")
         handle.seek(0)
         infos = zipfile.ZipFile(handle).infolist()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as err:
@@ -258,6 +266,15 @@ def inflating(kind: str, handle: IO[bytes]) -> io.BufferedReader:
 
 ZIP_END = b"PK\x05\x06"
 TAIL = 64 * 1024 + 22  # a zip's end record and the longest comment after it
+
+
+def central_directory_size(tail: bytes) -> int:
+    """The central directory size the last end record in `tail` (a stream's last bytes)
+    declares; 0 when it is not there. zip64's 0xFFFFFFFF is taken as it stands: too large."""
+    at = tail.rfind(ZIP_END)
+    if at < 0 or at + 16 > len(tail):
+        return 0
+    return struct.unpack("<I", tail[at + 12:at + 16])[0]
 
 
 def drain(reader: IO[bytes], limit: int) -> tuple[int, bytes]:

@@ -30,6 +30,7 @@ git blob, an LFS object): sixteen hard links to one file are one scan.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from typing import IO
@@ -133,8 +134,8 @@ class _Scanner:
     def zip(self, handle: IO[bytes], name: str, where: str | None, depth: int) -> None:
         try:
             entries = containers.zip_entries(handle)
-        except ContainerError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: {err}")
+        except ContainerError as err:  # torch's own zip reader may read what zipfile refuses
+            self.unproven(where or self.scan.file, str(err))
             return
         if self.scan.kind in ("not-pickle", "pickle"):
             self.scan.kind = "zip"
@@ -255,7 +256,12 @@ class _Scanner:
             if head[:1] != b"\x80" and not self._container_head(head, inner):
                 total, tail = containers.drain(reader, MAX_DRAIN)
                 if containers.ZIP_END in tail:
-                    self._decompressed_zip(handle, kind, total, inner, path, depth)
+                    directory = containers.central_directory_size(tail)
+                    if directory > containers.MAX_CENTRAL_DIRECTORY:
+                        self.unproven(path, f"a zip archive ends it whose central directory is {directory:,} bytes, "
+                                            "more than hfdoctor reads; not scanned")
+                    else:
+                        self._decompressed_zip(handle, kind, total, inner, path, depth)
                     return
                 handle.seek(0)
                 reader = containers.inflating(kind, handle)
@@ -391,19 +397,35 @@ def _guarded(scan: PickleScan, where: str, run) -> None:
         scan.unproven.append(f"{where}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
 
 
-def embedded_imports(scan: PickleScan, depth: int = 0) -> list[tuple[str, list[Import]]]:
+def embedded_imports(scan: PickleScan) -> list[tuple[str, list[Import]]]:
     """The unsafe imports of each pickle the file stores as data (not run by loading it), and
-    of the pickles those store in turn (a multistage payload), a few levels deep."""
-    found = []
-    for where, blob in scan.embedded:
-        inner = PickleScan(scan.file, "pickle")
+    of the pickles those store in turn (a multistage payload), a few levels deep.
+
+    All of them together are read within what is left of the file's own budgets (bytes,
+    opcodes, its deadline): a pickle of pickles of pickles cannot multiply the work. Each
+    distinct blob is read once; past the budgets the rest is not reported (loading does not
+    run these pickles, so nothing is left unproven)."""
+    found: list[tuple[str, list[Import]]] = []
+    budget = PickleScan(scan.file, "pickle", deadline=scan.deadline, bytes_left=max(0, scan.bytes_left),
+                        opcodes_left=max(0, scan.opcodes_left))
+    queue = [(where, blob, 0) for where, blob in reversed(scan.embedded)]
+    seen: set[bytes] = set()
+    while queue and budget.bytes_left > 0 and budget.opcodes_left > 0:
+        where, blob, depth = queue.pop()  # depth first: few blobs alive at once
+        digest = hashlib.sha256(blob).digest()
+        if digest in seen or len(blob) > budget.bytes_left:
+            continue
+        seen.add(digest)
+        inner = PickleScan(scan.file, "pickle", deadline=scan.deadline, bytes_left=budget.bytes_left,
+                           opcodes_left=budget.opcodes_left)
         picklemachine.scan_streams(io.BytesIO(blob), where, inner)
+        budget.bytes_left, budget.opcodes_left = inner.bytes_left, inner.opcodes_left
         unsafe = [i for i in inner.imports if i.verdict in ("dangerous", "unlisted", "nested")]
         if unsafe:
             found.append((where, unsafe))
-        if inner.embedded and depth < MAX_DEPTH:
-            found.extend((f"{where}, inside a pickle stored there", imports)
-                         for _, imports in embedded_imports(inner, depth + 1))
+        if depth < MAX_DEPTH:
+            queue.extend((f"{where}, inside a pickle stored there", inner_blob, depth + 1)
+                         for _, inner_blob in reversed(inner.embedded))
     return found
 
 

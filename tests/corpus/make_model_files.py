@@ -837,11 +837,67 @@ def hostile_legacy_hex_magic(folder: Path) -> tuple[str, str] | None:
     return ("unsafe-pickle", "error")
 
 
+def hostile_7z_empty_folders(folder: Path) -> tuple[str, str] | None:
+    """Round 2's leftover (113 s): a 7z whose LZMA-encoded header (2 MB, 440 bytes packed)
+    holds 200 "additional streams" of 10,000 empty folders each, 2 million in all, every
+    count within the bound of one, behind a payload pickle no file names."""
+    payload = reduce_pickle(eval, ("1+1",), 4)
+    number = _number7z
+    streams = b"\x03" + b"\x07\x0b" + number(10_000) + b"\x00" + bytes(10_000) + b"\x0c" + b"\x00" + b"\x00"
+    header = b"\x01" + streams * 200 + b"\x00"
+    packed = lzma.compress(header, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1}])
+    props = lzma._encode_filter_properties({"id": lzma.FILTER_LZMA1})
+    encoded = (b"\x17" + b"\x06" + number(len(payload)) + number(1) + b"\x09" + number(len(packed)) + b"\x00"
+               + b"\x07\x0b" + number(1) + b"\x00" + number(1) + b"\x23\x03\x01\x01" + number(len(props)) + props
+               + b"\x0c" + number(len(header)) + b"\x00" + b"\x00")
+    body = payload + packed
+    start = struct.pack("<QQI", len(body), len(encoded), zlib.crc32(encoded))
+    (folder / "model.7z").write_bytes(b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start
+                                      + body + encoded)
+    return ("pickle-not-proven-safe", "error")
+
+
+def hostile_nested_embedded(folder: Path) -> tuple[str, str] | None:
+    """Round 2's leftover (110 s): pickles stored as data in pickles, 16 to a level, 4 levels,
+    each leaf running 100,000 opcodes: every embedded pickle used to get a fresh budget."""
+    leaf = b"\x80\x02" + b"N0" * 100_000 + reduce_pickle(eval, ("1+1",), 2)[2:]
+
+    def holding(blobs: list[bytes]) -> bytes:
+        return b"\x80\x04(" + b"".join(b"\x8e" + struct.pack("<Q", len(b)) + b for b in blobs) + b"l."
+
+    level = leaf
+    for _ in range(3):
+        level = holding([level + bytes(i) for i in range(4)])  # NUL padding: four distinct pickles
+    (folder / "model.pkl").write_bytes(holding([level, level + b"\x00"]))
+    return None  # SEC005 (a warning): the bounds are what this case is about
+
+
+def hostile_gzip_central_directory(folder: Path) -> tuple[str, str] | None:
+    """Round 2's leftover (2 GB): a gzip of a zip whose central directory lists 4 million
+    entries (190 MB, 200 KB gzipped): zipfile builds an object for each before any count."""
+    name = b"a.pkl"
+    payload = reduce_pickle(eval, ("1+1",), 4)
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(payload), len(payload),
+                        len(payload), len(name), 0) + name + payload
+    entry = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(payload), len(payload),
+                        len(payload), len(name), 0, 0, 0, 0, 0, 0) + name
+    n = 4_000_000
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, len(entry) * n, len(local), 0)
+    stream = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [stream.compress(local)]
+    chunk = entry * 100_000
+    for _ in range(n // 100_000):
+        parts.append(stream.compress(chunk))
+    parts.append(stream.compress(end) + stream.flush())
+    (folder / "model.pt.gz").write_bytes(b"".join(parts))
+    return ("pickle-not-proven-safe", "error")
+
+
 HOSTILE = {f.__name__[len("hostile_"):]: f for f in (
     hostile_gguf_hard_links, hostile_gguf_copies, hostile_gguf_huge_arrays, hostile_gguf_template_only, hostile_7z_digest_counts,
     hostile_7z_many_folders, hostile_7z_corrupt, hostile_nested_loaders, hostile_zip_bz2_member,
     hostile_gzip_wrapped_zip, hostile_tar_pax_redos, hostile_tar_budget, hostile_int_base_zero,
-    hostile_legacy_hex_magic)}
+    hostile_legacy_hex_magic, hostile_7z_empty_folders, hostile_nested_embedded, hostile_gzip_central_directory)}
 
 
 def samples() -> list[Sample]:
