@@ -33,6 +33,7 @@ from typing import IO
 from hfdoctor.modelfiles.allowlist import UNRESOLVED, classify
 from hfdoctor.modelfiles.containers import ContainerError
 from hfdoctor.modelfiles.opcodes import Refused, ops
+from hfdoctor.modelfiles.reader import BoundedReader, ScanLimit
 from hfdoctor.modelfiles.result import MAX_OPCODES, MAX_SCAN_BYTES, Call, Import, PickleScan
 
 # Legacy torch files hold 5 pickles; a few more are scanned, stopping at the first bytes
@@ -51,91 +52,6 @@ GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
 JOBLIB_WRAPPER = ("joblib.numpy_pickle", "NumpyArrayWrapper")
 NUMPY_DTYPE = (("numpy", "dtype"), ("numpy.core.multiarray", "dtype"), ("numpy._core.multiarray", "dtype"))
 PICKLE_STARTS = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
-
-
-class ScanLimit(Exception):
-    """The file's byte or opcode budget, or the repository's deadline, ran out."""
-
-
-class BoundedReader:
-    """The read/readline view of a stream that pickletools needs, refusing to pass a byte budget.
-
-    pickletools reads an opcode's whole argument (BINBYTES8 can claim 2**63 bytes), so
-    the budget is what keeps a hostile or huge file from exhausting memory or time.
-    """
-
-    def __init__(self, raw: IO[bytes], budget: int, size: int | None = None):
-        self.raw, self.budget, self.pending = raw, budget, b""
-        # What the stream holds, where known (a zip member's declared size, a drained stream's
-        # length), else measured on a seekable stream: a claim past it is a truncated pickle,
-        # which the unpickler refuses, not a bound of hfdoctor's.
-        self.size, self.taken = size, 0
-
-    def _left(self) -> int | None:
-        """Bytes the stream still holds (the pending one included), or None when unknown."""
-        if self.size is not None:
-            return max(0, self.size - self.taken) + len(self.pending)
-        try:
-            if not self.raw.seekable():
-                return None
-            here = self.raw.tell()
-            end = self.raw.seek(0, 2)
-            self.raw.seek(here)
-        except (OSError, ValueError):
-            return None
-        return end - here + len(self.pending)
-
-    def _over_budget(self) -> ScanLimit:
-        self.budget = 0  # spent: the file's later members are not scanned either
-        return ScanLimit(f"its pickles are larger than {MAX_SCAN_BYTES // (1024 * 1024)} MB; only the start was scanned")
-
-    def _take(self, data: bytes) -> bytes:
-        if len(data) > self.budget:
-            raise self._over_budget()
-        self.budget -= len(data)
-        self.taken += len(data)
-        return data
-
-    def read(self, n: int = -1) -> bytes:
-        if n < 0 or n > self.budget + len(self.pending):
-            left = self._left() if n >= 0 else None
-            if left is not None and n > left:
-                raise Refused(f"an argument claims {n:,} bytes, more than the {left:,} left: the pickle is truncated")
-            raise self._over_budget()
-        head, self.pending = self.pending[:n], self.pending[n:]
-        return head + self._take(self.raw.read(n - len(head))) if n > len(head) else head
-
-    def readline(self) -> bytes:
-        if self.pending:
-            head, self.pending = self.pending, b""
-            if head.endswith(b"\n"):
-                return head
-            return head + self.readline()
-        line = self.raw.readline(self.budget + 1)
-        return self._take(line)
-
-    def at_end(self) -> bool:
-        if not self.pending:
-            self.pending = self._take(self.raw.read(1))
-        return not self.pending
-
-    def skip(self, n: int) -> None:
-        """Pass over `n` bytes of data that is not pickle (a joblib array), without keeping them:
-        seeking where the stream can, else reading them against the budget."""
-        taken = min(n, len(self.pending))
-        self.pending, n = self.pending[taken:], n - taken
-        if n <= 0:
-            return
-        seekable = getattr(self.raw, "seekable", lambda: False)()
-        if seekable:
-            self.raw.seek(n, 1)
-            self.taken += n
-            return
-        while n > 0:
-            chunk = self.read(min(n, 1 << 20))
-            if not chunk:
-                return
-            n -= len(chunk)
 
 
 class _Value:
@@ -436,6 +352,10 @@ class _Walk:
     # What follows may run anything: the file is not proven safe.
     limited: bool = False
     opcodes: int = 0
+    # Bytes a FRAME declares past the STOP: a loader that reads frames whole (pickle.load of
+    # a stream without peek, as torch's legacy loader's later loads can be) starts the next
+    # pickle there, where hfdoctor's reading does not. Writers never end a frame after STOP.
+    frame_overrun: int = 0
 
 
 class _StepFailed(Exception):
@@ -449,12 +369,14 @@ def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Wal
     a truncated argument, as the unpickler's own) end a walk as a damaged pickle: loading
     stops there too. Any other exception is a limit: the file is not proven safe."""
     machine = _Machine(member, scan, stream)
-    count = 0
+    count, frame_end = 0, 0
     try:
         for count, (opcode, arg) in enumerate(ops(stream)):
             if opcode.name == "STOP":
                 scan.opcodes_left -= count
-                return _Walk(machine.imports, True)
+                return _Walk(machine.imports, True, frame_overrun=max(0, frame_end - stream.position()))
+            if opcode.name == "FRAME" and isinstance(arg, int):
+                frame_end = stream.position() + arg
             if count >= scan.opcodes_left:
                 raise ScanLimit(f"it runs more than {MAX_OPCODES:,} pickle opcodes; only the start was scanned")
             if count & 0xFFFF == 0 and scan.deadline is not None and time.monotonic() > scan.deadline:
@@ -502,6 +424,10 @@ def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan, size: int
                         return True
                 except ScanLimit:
                     return True
+                if walk.frame_overrun:
+                    scan.unproven.append(f"{where}a pickle FRAME runs {walk.frame_overrun:,} bytes past its STOP: a "
+                                         "loader that reads frames whole starts the next pickle at another byte than "
+                                         "the one scanned")
                 continue
             if n == 0:
                 # protocol 2+ pickles start with PROTO (0x80); anything else that the

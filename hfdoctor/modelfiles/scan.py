@@ -38,6 +38,7 @@ from typing import IO
 from hfdoctor.bounded.budget import Budget
 import hfdoctor.modelfiles.containers as containers
 import hfdoctor.modelfiles.formats as formats
+import hfdoctor.modelfiles.hdf5 as hdf5
 import hfdoctor.modelfiles.picklemachine as picklemachine
 import hfdoctor.modelfiles.sevenzip as sevenzip
 from hfdoctor.modelfiles.containers import ContainerError
@@ -49,7 +50,9 @@ MAX_DEPTH = 4
 # (the fuzz tests fail on it, so each such path gets a check of its own).
 SCANNER_FAILED = "the scanner stopped on malformed data"
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # the most of one file read whole (ONNX, SavedModel, 7z, HDF5 prefix)
-HDF5_PREFIX = 64 * 1024 * 1024
+# The root attributes Keras's HDF5 loader builds from (training_config: compile's losses and
+# metrics, which may name modules too).
+KERAS_H5_ATTRIBUTES = ("model_config", "training_config")
 KERAS_CONFIG_BYTES = 16 * 1024 * 1024
 # A compressed file that is neither a pickle nor a container at its start is read to its end
 # (kept: its last 64 KB) to see whether a zip closes it; past this, it is not proven safe.
@@ -58,7 +61,7 @@ MAX_DRAIN = 1024 * 1024 * 1024
 # content says it is a pickle or an archive (a polyglot).
 SCANNED_SUFFIXES = (
     ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".npy", ".npz", ".gz", ".bz2", ".xz",
-    ".lzma", ".zip", ".tar", ".tgz", ".7z", ".keras", ".h5", ".hdf5", ".onnx", ".mar", ".nemo", ".pb",
+    ".lzma", ".zip", ".tar", ".tgz", ".7z", ".keras", ".h5", ".hdf5", ".onnx", ".mar", ".nemo", ".pb", ".pbtxt",
 )
 
 
@@ -119,8 +122,10 @@ class _Scanner:
             self.decompress(handle, kind, name, where, depth)
         elif lower.endswith(".onnx"):
             self.onnx(handle, where)
-        elif lower.endswith("saved_model.pb"):
-            self.savedmodel(handle, where)
+        elif lower.endswith((".pb", ".pbtxt")):
+            # a frozen graph or a SavedModel; any other .pb is read as what its bytes are, too
+            if not self.savedmodel(handle, where, lower) or not lower.endswith(("saved_model.pb", ".pbtxt")):
+                self.pickle(handle, where)
         else:
             self.pickle(handle, where)
             if _is_zip_anywhere(handle):  # a zip behind a front that torch.load unpickles: both are scanned
@@ -299,11 +304,29 @@ class _Scanner:
             picklemachine.scan_streams(handle, where, self.scan)
 
     def hdf5(self, handle: IO[bytes], where: str | None) -> None:
-        handle.seek(0)
-        data = handle.read(HDF5_PREFIX)
-        config = formats.h5_model_config(data)
-        if config is not None:
-            self.keras_config(config, where or self.scan.file)
+        """A Keras HDF5 model: its root group's `model_config` and `training_config`, read
+        where h5py reads them (hfdoctor.modelfiles.hdf5). A file whose structure that reader
+        does not follow and that names a model_config is not proven safe."""
+        what = where or self.scan.file
+        handle.seek(0, io.SEEK_END)
+        size = handle.tell()
+
+        def read_at(offset: int, n: int) -> bytes:
+            if not self.budget.take(n):
+                raise hdf5.H5Unreadable("the read budget of this check ran out")
+            handle.seek(offset)
+            return handle.read(n)
+
+        try:
+            found = hdf5.root_attributes(read_at, size, KERAS_H5_ATTRIBUTES)
+        except hdf5.H5Unreadable as err:
+            if _names_a_model_config(handle, size):
+                self.unproven(what, f"an HDF5 file naming a Keras model_config, read no further: {err}")
+            return
+        for name in KERAS_H5_ATTRIBUTES:
+            value = found.get(name)
+            if value is not None:
+                self.keras_config(value, f"{what} ({name})")
 
     def keras_config(self, config, where: str) -> None:
         if isinstance(config, (bytes, bytearray)):
@@ -334,24 +357,48 @@ class _Scanner:
             self.scan.problems.append(f"{where or self.scan.file}: not a readable ONNX model ({err})")
             return
         self.scan.kind = "onnx"
-        for path in paths:
+        for path in dict.fromkeys(paths):
             if formats.path_escapes(path):
                 self.scan.unsafe.append(("error", f"{where or self.scan.file}: its tensor data is read from {path!r}, "
                                                   "outside the model's directory (onnx opens that file on load)"))
+            elif where is None:
+                self.scan.reaches.append(path)
 
-    def savedmodel(self, handle: IO[bytes], where: str | None) -> None:
-        data = self.whole(handle, where or self.scan.file)
+    def savedmodel(self, handle: IO[bytes], where: str | None, lower: str) -> bool:
+        """A SavedModel or a GraphDef (binary, or text for .pbtxt); False when a .pb other
+        than saved_model.pb is no protobuf (it is then scanned by its content, as before)."""
+        what = where or self.scan.file
+        data = self.whole(handle, what)
         if data is None:
-            return
-        try:
-            ops = formats.savedmodel_pyfunc_ops(data)
-        except formats.ProtoError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: not a readable SavedModel ({err})")
-            return
+            return True
+        if lower.endswith(".pbtxt"):
+            ops = formats.pbtxt_pyfunc_ops(data)
+        else:
+            try:
+                ops = formats.savedmodel_pyfunc_ops(data)
+            except formats.ProtoError as err:
+                if not lower.endswith("saved_model.pb"):
+                    return False
+                self.unproven(what, f"TensorFlow reads it as a SavedModel, hfdoctor cannot ({err})")
+                return True
         self.scan.kind = "savedmodel"
         for op in ops:
-            self.scan.unsafe.append(("error", f"{where or self.scan.file}: a {op} that calls Python code of the "
-                                              "loading process"))
+            self.scan.unsafe.append(("error", f"{what}: a {op} that calls Python code of the loading process"))
+        return True
+
+
+def _names_a_model_config(handle: IO[bytes], size: int) -> bool:
+    """Whether the bytes `model_config` (an attribute's name, never compressed in HDF5) are in
+    the file: read in steps, up to MAX_WHOLE_FILE (past it: assumed so)."""
+    if size > MAX_WHOLE_FILE:
+        return True
+    handle.seek(0)
+    tail = b""
+    while chunk := handle.read(1 << 20):
+        if b"model_config" in tail + chunk:
+            return True
+        tail = chunk[-16:]
+    return False
 
 
 def _is_zip_anywhere(handle: IO[bytes]) -> bool:

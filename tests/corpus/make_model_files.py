@@ -238,9 +238,20 @@ def keras_zip(config: dict) -> bytes:
                    "model.weights.h5": b"\x89HDF\r\n\x1a\n" + bytes(64)})
 
 
-def keras_h5(config: dict) -> bytes:
-    """An HDF5 file as h5py writes Keras's model: the `model_config` attribute holds the JSON."""
-    return b"\x89HDF\r\n\x1a\n" + bytes(88) + b"model_config\x00" + json.dumps(config).encode() + b"\x00" + bytes(64)
+def keras_h5(config: dict, **dumps) -> bytes:
+    """An HDF5 file as Keras 2 writes a whole model (with h5py): the root group's attributes
+    `model_config` (the JSON) and `keras_version`, and a weights group."""
+    import tempfile
+
+    import h5py
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.h5"
+        with h5py.File(path, "w") as f:
+            f.attrs["keras_version"] = "2.15.0"
+            f.attrs["model_config"] = json.dumps(config, **dumps)
+            f.create_group("model_weights").create_dataset("dense/kernel:0", data=[[0.5, 1.5]])
+        return path.read_bytes()
 
 
 # --- the samples --------------------------------------------------------------------------------------
