@@ -19,7 +19,6 @@ matter, with bounds on depth and count.
 from __future__ import annotations
 
 import ast
-import json
 import struct
 from typing import Any, Iterator
 

@@ -10,7 +10,6 @@ import io
 import json
 import os
 import pickle
-import struct
 import sys
 import zipfile
 
@@ -40,21 +39,13 @@ def _h5(path, config_text: str, before=None, **file_options) -> None:
         f.create_group("model_weights").create_dataset("dense/kernel:0", data=[[0.5, 1.5]])
 
 
-def _class_name_last(value):
-    """The same config with every object's "class_name" key written last."""
-    if isinstance(value, dict):
-        return {**{k: _class_name_last(v) for k, v in value.items() if k != "class_name"},
-                **({"class_name": value["class_name"]} if "class_name" in value else {})}
-    return [_class_name_last(v) for v in value] if isinstance(value, list) else value
-
-
 KERAS_H5 = {
     # every object's "class_name" after its "config": no `{"class_name"` anywhere in the text
-    "keys-in-another-order": lambda path: _h5(path, json.dumps(_class_name_last(LAMBDA_CONFIG))),
+    "keys-in-another-order": lambda path: _h5(path, json.dumps(corpus.class_name_last(LAMBDA_CONFIG))),
     # indented, as json.dump(indent=2) writes it: `{\n  "class_name"`
     "indented": lambda path: _h5(path, json.dumps(LAMBDA_CONFIG, indent=2)),
     # a harmless config stored earlier in the file (a dataset of its bytes) as a decoy
-    "decoy-before-it": lambda path: _h5(path, json.dumps(_class_name_last(LAMBDA_CONFIG)),
+    "decoy-before-it": lambda path: _h5(path, json.dumps(corpus.class_name_last(LAMBDA_CONFIG)),
                                         before=lambda f: f.create_dataset("notes", data=list(json.dumps(
                                             corpus.keras_config([corpus.DENSE_LAYER])).encode()), dtype="u1")),
 }
@@ -138,15 +129,12 @@ def test_onnx_external_data_that_leads_outside(tmp_path, capsys):
 
 
 def test_a_frame_past_the_stop_hides_the_next_pickle(tmp_path, capsys):
-    """A first pickle whose FRAME runs past its STOP, over a BINBYTES8 header that, read from
-    the STOP on, swallows the payload as data. pickle.load of a stream without peek (BytesIO)
-    reads the frame whole and starts the second load after it: on the payload."""
+    """pickle.load of a stream without peek (BytesIO) reads a frame whole and starts its
+    second load after it, on the payload hfdoctor's reading took for data."""
+    from test_real_loaders import payload
+
     marker = tmp_path / "marker"
-    raw = str(marker).encode()
-    payload = b"cos\nmkdir\n(X" + struct.pack("<I", len(raw)) + raw + b"tR."  # protocol 0/1: no PROTO to spot
-    hidden = b"\x8e" + struct.pack("<Q", len(payload))
-    first = b"K\x01."
-    data = b"\x80\x04\x95" + struct.pack("<Q", len(first) + len(hidden)) + first + hidden + payload + b"."
+    data = corpus.frame_past_stop(payload(marker))
     stream = io.BytesIO(data)
     assert pickle.load(stream) == 1
     pickle.load(stream)  # the real loader runs the payload

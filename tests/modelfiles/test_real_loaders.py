@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import io
 import json
-import lzma
 import os
 import pickle
 import struct
 import subprocess
 import sys
-import tarfile
-import zipfile
-import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from hfdoctor.cli import run
+from hfdoctor.modelfiles.opcodes import ops
 from conftest import TESTS
 
 sys.path.insert(0, str(TESTS / "corpus"))
@@ -32,88 +30,10 @@ import make_model_files as corpus  # noqa: E402
 FAIL_CLOSED = {"unsafe-pickle", "pickle-not-proven-safe"}
 
 
-def payload(marker: Path, proto: bool = True) -> bytes:
-    """os.mkdir(marker) as protocol 0/2 text opcodes: GLOBAL, MARK, BINUNICODE, TUPLE, REDUCE."""
+def payload(marker: Path) -> bytes:
+    """os.mkdir(marker), protocol 2 with text opcodes: GLOBAL, MARK, BINUNICODE, TUPLE, REDUCE."""
     raw = str(marker).encode()
-    body = b"cos\nmkdir\n(X" + struct.pack("<I", len(raw)) + raw + b"tR."
-    return (b"\x80\x02" if proto else b"") + body
-
-
-# --- the hostile files ----------------------------------------------------------------------------------
-
-
-def nul_after_int(marker: Path) -> bytes:
-    """`I1\\x00junk\\n`: _pickle.c's strtol stops at the NUL and takes 1; no PROTO opcode."""
-    return b"I1\x00junk\n0" + payload(marker, proto=False)
-
-
-def torch_zip_nul_int(marker: Path) -> bytes:
-    """The same pickle as a torch zip's data.pkl."""
-    return corpus.torch_zip(nul_after_int(marker))
-
-
-def _tar_header(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytes:
-    info = tarfile.TarInfo(name)
-    info.size, info.type = size, kind
-    return info.tobuf(tarfile.USTAR_FORMAT)
-
-
-def _padded(data: bytes) -> bytes:
-    return data + bytes(-len(data) % 512)
-
-
-def tar_pax_unicode_size(marker: Path) -> bytes:
-    """A legacy torch tar whose first member's pax `size` is `²`: str.isdigit takes it, int()
-    does not, and tarfile then reads the size as 0, so the member's "data" is read as the
-    next headers: the real `storages`, `tensors` and `pickle`, the payload first."""
-    record = "size=²\n".encode()
-    record = f"{len(record) + 3} ".encode() + record
-    inner = b""
-    for name, data in (("storages", payload(marker)), ("tensors", pickle.dumps(0, protocol=2)),
-                       ("pickle", pickle.dumps({}, protocol=2))):
-        inner += _tar_header(name, len(data)) + _padded(data)
-    return (_tar_header("././@PaxHeader", len(record), tarfile.XHDTYPE) + _padded(record)
-            + _tar_header("decoy", len(inner)) + inner + bytes(1024))
-
-
-def npz_zip64_offset(marker: Path) -> bytes:
-    """An .npz whose first central-directory entry has a zip64 offset of 2**63; the second,
-    an object array, is read by np.load(allow_pickle=True) as usual."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("a.npy", corpus.npy({"descr": "<i8", "fortran_order": False, "shape": (1,)}, bytes(8)))
-        archive.writestr("b.npy", corpus.npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, payload(marker)))
-    data = bytearray(buffer.getvalue())
-    central = data.find(b"PK\x01\x02")
-    (name_length,) = struct.unpack("<H", data[central + 28:central + 30])
-    extra = struct.pack("<HHQ", 1, 8, 2**63)  # zip64 extended information: the local header offset
-    data[central + 42:central + 46] = struct.pack("<I", 0xFFFFFFFF)
-    data[central + 30:central + 32] = struct.pack("<H", len(extra))
-    data[central + 46 + name_length:central + 46 + name_length] = extra
-    end = data.rfind(b"PK\x05\x06")
-    (central_size,) = struct.unpack("<I", data[end + 12:end + 16])
-    data[end + 12:end + 16] = struct.pack("<I", central_size + len(extra))
-    return bytes(data)
-
-
-def seven_zip_refused_chain(marker: Path) -> bytes:
-    """Folder 0: four x86 BCJ filters and LZMA1 (liblzma takes at most four filters in all);
-    folder 1: stored (copy), holding data.pkl with the payload. py7zr extracts data.pkl."""
-    number = corpus._number7z
-    body = payload(marker)
-    junk = lzma.compress(b"x" * 10, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1}])
-    props = lzma._encode_filter_properties({"id": lzma.FILTER_LZMA1})
-    bcj = b"\x04\x03\x03\x01\x03"  # a simple coder with a 4-byte id: x86 BCJ
-    lzma1 = b"\x23\x03\x01\x01" + number(len(props)) + props
-    chain = number(5) + bcj * 4 + lzma1 + b"".join(number(i) + number(i + 1) for i in range(4))
-    header = (b"\x01\x04" + b"\x06" + number(0) + number(2) + b"\x09" + number(len(junk)) + number(len(body)) + b"\x00"
-              + b"\x07\x0b" + number(2) + b"\x00" + chain + b"\x01\x01\x00" + b"\x0c"
-              + number(10) * 5 + number(len(body)) + b"\x00" + b"\x08\x00" + b"\x00")
-    names = "a.bin\0data.pkl\0".encode("utf-16-le")
-    header += b"\x05" + number(2) + b"\x11" + number(len(names) + 1) + b"\x00" + names + b"\x00" + b"\x00"
-    packed = junk + body
-    start = struct.pack("<QQI", len(packed), len(header), zlib.crc32(header))
-    return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + packed + header
+    return b"\x80\x02cos\nmkdir\n(X" + struct.pack("<I", len(raw)) + raw + b"tR."
 
 
 LOADERS = {
@@ -125,12 +45,12 @@ LOADERS = {
               "pickle.load(open(os.path.join(d, 'data.pkl'), 'rb'))"),
 }
 
-CASES = {  # name: (builder, file name, loader)
-    "nul-after-int": (nul_after_int, "model.pkl", "pickle"),
-    "torch-zip-nul-int": (torch_zip_nul_int, "pytorch_model.bin", "torch"),
-    "tar-pax-unicode-size": (tar_pax_unicode_size, "model.pth", "torch"),
-    "npz-zip64-offset": (npz_zip64_offset, "arrays.npz", "numpy"),
-    "7z-refused-filter-chain": (seven_zip_refused_chain, "model.7z", "py7zr"),
+CASES = {  # name: (builder of tests/corpus/make_model_files.py, file name, loader)
+    "nul-after-int": (corpus.nul_after_int, "model.pkl", "pickle"),
+    "torch-zip-nul-int": (lambda p: corpus.torch_zip(corpus.nul_after_int(p)), "pytorch_model.bin", "torch"),
+    "tar-pax-unicode-size": (corpus.tar_pax_unicode_size, "model.pth", "torch"),
+    "npz-zip64-offset": (corpus.npz_zip64_offset, "arrays.npz", "numpy"),
+    "7z-refused-filter-chain": (corpus.seven_zip_refused_chain, "model.7z", "py7zr"),
 }
 
 
@@ -150,7 +70,7 @@ def test_what_the_loader_runs_hfdoctor_reports(tmp_path, capsys, name):
         pytest.importorskip(loader)
     repo, marker = tmp_path / "repo", tmp_path / "marker"
     repo.mkdir()
-    (repo / file_name).write_bytes(build(marker))
+    (repo / file_name).write_bytes(build(payload(marker)))
     child = subprocess.run([sys.executable, "-c", LOADERS[loader], str(repo / file_name)], capture_output=True,
                            text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert marker.is_dir(), f"{loader} did not run the payload: {child.stderr[-2000:]}"
@@ -176,10 +96,6 @@ def test_any_scanner_failure_is_not_proven_safe(tmp_path, capsys, monkeypatch):
 
 
 # --- the opcode reader against both unpicklers, on the same bytes ----------------------------------------
-
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from hfdoctor.modelfiles.opcodes import ops  # noqa: E402
 
 TEXT_BYTES = b"0123456789+-xXoObB_ .eEinfatyINFATYL'\"\\\x00\t\x0b\x0c\r\x1c\xc3\xa9"
 
