@@ -33,8 +33,13 @@ MAX_PROTO_FIELDS = 2_000_000
 # --- numpy ------------------------------------------------------------------------------------
 
 
+class NpyHeaderTooLarge(ValueError):
+    """A header longer than hfdoctor reads: np.load(allow_pickle=True) reads any length."""
+
+
 def npy_header(data: bytes) -> tuple[dict[str, Any], int] | None:
-    """(the header dict, where the array starts) of an .npy file, or None when it is not one."""
+    """(the header dict, where the array starts) of an .npy file, or None when it is not one
+    numpy reads either. NpyHeaderTooLarge past MAX_NPY_HEADER."""
     if not data.startswith(NPY_MAGIC) or len(data) < 10:
         return None
     major = data[6]
@@ -44,21 +49,39 @@ def npy_header(data: bytes) -> tuple[dict[str, Any], int] | None:
         (length,), start = struct.unpack("<I", data[8:12]), 12
     else:
         return None
-    if length > MAX_NPY_HEADER or start + length > len(data):
+    if length > MAX_NPY_HEADER:
+        raise NpyHeaderTooLarge(f"a numpy header of {length:,} bytes, more than hfdoctor reads")
+    if start + length > len(data):
         return None
-    try:
-        header = ast.literal_eval(data[start:start + length].decode("latin-1").strip())
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return (header, start + length) if isinstance(header, dict) else None
+    text = data[start:start + length].decode("utf-8" if major == 3 else "latin-1", "replace")
+    for candidate in (text, _without_long_suffixes(text)):  # numpy's _filter_header: Python 2's `3L`
+        try:
+            header = ast.literal_eval(candidate.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        return (header, start + length) if isinstance(header, dict) else None
+    return None
+
+
+def _without_long_suffixes(text: str) -> str:
+    """The header with the `L` after a number removed (`(3L, 4L)`), as numpy reads old files."""
+    out = []
+    for i, char in enumerate(text):
+        if char == "L" and i and text[i - 1].isdigit() and not text[i + 1:i + 2].isalnum():
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def holds_objects(descr: Any) -> bool:
-    """An object dtype anywhere in a numpy descr ('|O', or a structured dtype with an 'O' field)."""
+    """An object dtype anywhere in a numpy descr ('|O', 'object', or a structured dtype with
+    such a field)."""
     if isinstance(descr, str):
-        return descr.lstrip("<>|=").startswith("O")
+        return descr.lstrip("<>|=").startswith(("O", "object"))
     if isinstance(descr, (list, tuple)):
         return any(holds_objects(part) for part in descr)
+    if isinstance(descr, dict):
+        return any(holds_objects(part) for part in descr.values())
     return False
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import pickletools
+import sys
 from typing import Any, Iterator
 
 _BY_CODE = {op.code.encode("latin-1"): op for op in pickletools.opcodes}
@@ -162,6 +163,21 @@ def _utf8(data: bytes, what: str) -> str:
         raise Refused(f"the {what} name is not UTF-8, which the unpickler refuses") from None
 
 
+def imported_name(module: str, name: str) -> tuple[str, str]:
+    """The (module, attribute) an import of these names reaches. A NUL in the module name:
+    Python's import of a frozen module compares C strings, so `os\\x00junk` is os (any
+    standard-library name is taken so), and any other module is not found: loading stops.
+    A NUL in the attribute name is never found either (AttributeError)."""
+    if "\0" in name:
+        raise Refused("an attribute name holding a NUL, which no module has")
+    if "\0" in module:
+        head = module.split("\0", 1)[0]
+        if head.split(".", 1)[0] not in sys.stdlib_module_names:
+            raise Refused("a module name holding a NUL, which no import finds")
+        module = head
+    return module, name
+
+
 def _text_arg(name: str, stream: Any) -> object:
     """The argument of a text opcode, decoded as pickle's unpicklers (_pickle.c, and
     pickle.py where it accepts more) decode it, not as pickletools does: INT and LONG with
@@ -192,7 +208,8 @@ def _text_arg(name: str, stream: Any) -> object:
             raise Refused("the UNICODE opcode argument has a broken escape") from None
     if name in ("GLOBAL", "INST"):
         module = _utf8(_line(stream), "module")
-        return f"{module} {_utf8(_line(stream), 'class')}"
+        module, attribute = imported_name(module, _utf8(_line(stream), "class"))
+        return f"{module} {attribute}"
     if name == "PERSID":
         try:
             return _line(stream).decode("ascii")

@@ -32,7 +32,7 @@ from typing import IO
 
 from hfdoctor.modelfiles.allowlist import UNRESOLVED, classify
 from hfdoctor.modelfiles.containers import ContainerError
-from hfdoctor.modelfiles.opcodes import Refused, ops
+from hfdoctor.modelfiles.opcodes import Refused, imported_name, ops
 from hfdoctor.modelfiles.reader import BoundedReader, ScanLimit
 from hfdoctor.modelfiles.result import MAX_OPCODES, MAX_SCAN_BYTES, Call, Import, PickleScan
 
@@ -184,8 +184,8 @@ class _Machine:
             self.push(value)
         elif name == "STACK_GLOBAL":
             attr, module = self.pop(), self.pop()
-            self.push(self.imported(module.string if module.string is not None else UNRESOLVED,
-                                    attr.string if attr.string is not None else UNRESOLVED))
+            self.push(self.imported(*imported_name(module.string if module.string is not None else UNRESOLVED,
+                                                   attr.string if attr.string is not None else UNRESOLVED)))
         elif name == "REDUCE":
             args, fn = self.pop(), self.pop()
             self.push(self.call(fn, args.text if args.text.startswith("(") else f"(*{args.text})",

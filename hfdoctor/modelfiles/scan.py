@@ -293,9 +293,14 @@ class _Scanner:
 
     def npy(self, handle: IO[bytes], head: bytes, where: str | None) -> None:
         handle.seek(0)
-        parsed = formats.npy_header(handle.read(formats.MAX_NPY_HEADER + 16))
-        if parsed is None:
-            self.scan.problems.append(f"{where or self.scan.file}: a numpy header hfdoctor cannot read")
+        what = where or self.scan.file
+        try:
+            parsed = formats.npy_header(handle.read(formats.MAX_NPY_HEADER + 16))
+        except formats.NpyHeaderTooLarge as err:
+            self.unproven(what, f"{err}; what follows may be an object array's pickle")
+            return
+        if parsed is None:  # numpy cannot read it either: np.load stops there
+            self.scan.problems.append(f"{what}: a numpy header hfdoctor cannot read")
             return
         header, offset = parsed
         self.scan.kind = "numpy" if self.scan.kind == "not-pickle" else self.scan.kind

@@ -652,6 +652,25 @@ def seven_zip_refused_chain(payload: bytes) -> bytes:
     return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + packed + header
 
 
+def npy_object_by_name(payload: bytes) -> bytes:
+    """An .npy whose descr is `object` (numpy's name for 'O'): np.load(allow_pickle=True) unpickles the rest."""
+    return npy({"descr": "object", "fortran_order": False, "shape": (1,)}, payload)
+
+
+def npy_python2_header(payload: bytes) -> bytes:
+    """An object .npy whose header writes its shape as Python 2 did, `(1L,)`: numpy drops the L."""
+    text = b"{'descr': '|O', 'fortran_order': False, 'shape': (1L,), }"
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + payload
+
+
+def npy_huge_header(payload: bytes) -> bytes:
+    """An object .npy (format 2.0) whose header is 100 KB of spaces: np.load(allow_pickle=True)
+    reads any length (its 10,000-byte limit applies only without allow_pickle)."""
+    text = b"{'descr': '|O', 'fortran_order': False, 'shape': (1,), }" + b" " * 100_000 + b"\n"
+    return b"\x93NUMPY\x02\x00" + struct.pack("<I", len(text)) + text + payload
+
+
 def frame_past_stop(payload: bytes) -> bytes:
     """A first pickle whose FRAME runs past its STOP, over a BINBYTES8 header that, read from
     the STOP on, swallows the payload (no PROTO: nothing to spot) as data. pickle.load of a
@@ -690,6 +709,12 @@ def issue40_samples() -> list[Sample]:
                "a first zip entry at a zip64 offset of 2**63", "issue 40: np.load(allow_pickle=True) reads b.npy"),
         Sample("7z-refused-filter-chain", "model.7z", seven_zip_refused_chain(payload), "malicious", unsafe,
                "a folder liblzma refuses (4 BCJ + LZMA1) before the payload's folder", "issue 40: py7zr extracts it"),
+        Sample("npy-object-by-name", "array.npy", npy_object_by_name(payload), "malicious", unsafe,
+               "descr `object`, numpy's name for 'O'", "issue 40: numpy.lib.format.descr_to_dtype"),
+        Sample("npy-python2-header", "array.npy", npy_python2_header(payload), "malicious", unsafe,
+               "an object .npy whose header has Python 2 longs", "issue 40: numpy.lib.format._filter_header"),
+        Sample("npy-huge-header", "array.npy", npy_huge_header(payload), "malicious", unproven,
+               "a 100 KB header, which np.load(allow_pickle=True) reads", "issue 40: numpy max_header_size"),
         Sample("frame-past-stop", "model.pkl", frame_past_stop(payload), "malicious", unproven,
                "a FRAME past its STOP hides the next pickle", f"{MODELAUDIT} (FRAME crosses the STOP opcode)"),
         Sample("keras-h5-keys-reordered", "model.h5", keras_h5(class_name_last(lambda_config)), "malicious", model_file,
@@ -708,6 +733,9 @@ def issue40_samples() -> list[Sample]:
         Sample("undecodable-global-name", "not_a_pickle.bin", b"cmod\n\xf8\n", "benign", None,
                "a GLOBAL name that is not UTF-8: both unpicklers stop before any import",
                f"{PICKLESCAN} tests/data/not_a_pickle.bin"),
+        Sample("tar-of-text-files", "bundle.tar", tar_of({"config.json": b'{\n  "a": 1\n}\n', "card.md": b"# x\ny\n"}),
+               "benign", None, "a tar whose first member's name read as a pickle is a GLOBAL (`c`) with NULs",
+               "issue 40: the front of a tar is scanned as a pickle (torch.load's fallback)"),
         Sample("keras-h5-dense-indented", "model.h5", keras_h5(keras_config([DENSE_LAYER]), indent=2), "benign", None,
                "an indented h5 model_config without Lambda", f"{MODELAUDIT} tests/assets/samples/keras/safe_model.h5"),
         Sample("frozen-graph-plain", "frozen_graph.pb", field(1, field(1, b"m") + field(2, b"MatMul")), "benign", None,

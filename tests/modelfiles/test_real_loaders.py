@@ -40,6 +40,7 @@ LOADERS = {
     "pickle": "import pickle, sys; pickle.load(open(sys.argv[1], 'rb'))",
     "torch": "import sys, torch; torch.load(sys.argv[1], weights_only=False)",
     "numpy": "import sys, numpy; z = numpy.load(sys.argv[1], allow_pickle=True); z['b']",
+    "numpy-npy": "import sys, numpy; numpy.load(sys.argv[1], allow_pickle=True)",
     "py7zr": ("import os, pickle, sys, tempfile, py7zr; d = tempfile.mkdtemp(); "
               "py7zr.SevenZipFile(sys.argv[1]).extract(d, targets=['data.pkl']); "
               "pickle.load(open(os.path.join(d, 'data.pkl'), 'rb'))"),
@@ -51,6 +52,11 @@ CASES = {  # name: (builder of tests/corpus/make_model_files.py, file name, load
     "tar-pax-unicode-size": (corpus.tar_pax_unicode_size, "model.pth", "torch"),
     "npz-zip64-offset": (corpus.npz_zip64_offset, "arrays.npz", "numpy"),
     "7z-refused-filter-chain": (corpus.seven_zip_refused_chain, "model.7z", "py7zr"),
+    # `os\x00junk`: the import of a frozen module compares C strings, so this is os
+    "nul-in-module-name": (lambda p: p.replace(b"cos\n", b"cos\x00junk\n"), "model.pkl", "pickle"),
+    "npy-object-by-name": (corpus.npy_object_by_name, "array.npy", "numpy-npy"),
+    "npy-python2-header": (corpus.npy_python2_header, "array.npy", "numpy-npy"),
+    "npy-huge-header": (corpus.npy_huge_header, "array.npy", "numpy-npy"),
 }
 
 
