@@ -127,13 +127,19 @@ def _ours(data: bytes) -> bool:
         return False
 
 
-@settings(max_examples=3000, deadline=None)
-@given(st.sampled_from(b"ILFp"), st.binary(max_size=7).map(lambda b: bytes(TEXT_BYTES[x % len(TEXT_BYTES)] for x in b)))
+@settings(max_examples=1500, deadline=None)
+@given(st.sampled_from(b"ILFpSV"), st.binary(max_size=7).map(lambda b: bytes(TEXT_BYTES[x % len(TEXT_BYTES)] for x in b)))
 def test_text_arguments_are_read_as_the_unpicklers_read_them(opcode, line):
-    """INT, LONG, FLOAT and PUT lines (NULs, C octal, hex, underscores, whitespace, inf):
-    hfdoctor reads on exactly where one of the unpicklers reads on."""
+    """INT, LONG, FLOAT, PUT, STRING and UNICODE lines (NULs, C octal, hex, underscores,
+    whitespace, inf, quotes, escapes): hfdoctor reads on exactly where one of the
+    unpicklers reads on. A STRING of non-ASCII bytes is the one difference, on purpose:
+    pickle.load refuses it (its default encoding is ASCII), numpy.load and torch.load
+    (latin-1, UTF-8) read on, and so does hfdoctor."""
     data = (b"N" if opcode == ord("p") else b"") + bytes([opcode]) + line + b"\n0cbuiltins\nlen\n(S'ab'\ntR."
-    assert _ours(data) == _loads(data), data
+    if opcode == ord("S") and not line.isascii():
+        assert _ours(data) >= _loads(data), data
+    else:
+        assert _ours(data) == _loads(data), data
 
 
 def test_names_the_unpickler_cannot_decode_stop_loading(tmp_path, capsys):
