@@ -171,3 +171,14 @@ def test_a_config_past_the_walk_bound_is_not_proven_safe(tmp_path, capsys, monke
     code, findings = check(tmp_path, capsys)
     assert code == 1
     assert any(f["rule"] == "pickle-not-proven-safe" and "Keras config" in f["message"] for f in findings), findings
+
+
+def test_a_file_the_time_budget_left_unread_is_not_proven_safe(tmp_path, capsys, monkeypatch):
+    """Files the check's time budget left unscanned were a check-incomplete warning (exit 0)."""
+    from hfdoctor.bounded.budget import Budget
+
+    (tmp_path / "model.pkl").write_bytes(corpus.call("posix", "system", corpus.COMMAND))
+    monkeypatch.setattr(Budget, "expired", lambda self: True)
+    code, findings = check(tmp_path, capsys)
+    assert code == 1
+    assert any(f["rule"] == "pickle-not-proven-safe" and "time budget" in f["message"] for f in findings), findings

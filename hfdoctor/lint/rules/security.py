@@ -48,6 +48,7 @@ def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
     budget, source = repo.budget, repo.source
     scans: dict[str, PickleScan | str] = {}
     by_identity: dict[tuple, PickleScan] = {}
+    timed_out = False
     for rel in repo.files:
         if not scanned(rel) or rel in view.pointers or rel in view.broken or lfs_pointer(source, rel) is not None:
             continue
@@ -55,9 +56,13 @@ def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
         if identity is not None and identity in by_identity:
             scans[rel] = _renamed(by_identity[identity], rel)
             continue
-        if budget.expired():
-            budget.skip_for_time(f"model-file scans ({rel} and the files after it)")
-            break
+        if timed_out or budget.expired():
+            if not timed_out:
+                budget.skip_for_time(f"model-file scans ({rel} and the files after it)")
+            timed_out = True  # not read at all: not proven safe (SEC006), never silently passed
+            scans[rel] = PickleScan(rel, "not-pickle", unproven=[f"{rel}: not scanned, the time budget of this check "
+                                                                 "ran out before it"])
+            continue
         try:
             with source.open(rel) as handle:
                 scan = scan_handle(handle, rel, budget)
