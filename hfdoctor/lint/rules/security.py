@@ -213,18 +213,18 @@ def embedded_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
 @rule("SEC006", "pickle-not-proven-safe", Severity.ERROR, fix=FixAvailability.NONE, aliases=OLD_CODE)
 def pickle_not_proven_safe(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """The scan of a file where a pickle (or other code loading runs) is or may be stopped before its end: it is not proven safe.
+    """A bound stopped the scan of a file where a pickle is or may be: it is not proven safe.
 
-    Why: what was not read may run anything when loaded. Whatever stopped the scan counts:
-    a bound (over the 64 MB / 2 million opcodes hfdoctor reads of one file, past the
-    check's time or read budget, archives or nested loads more than 4 deep, a
-    decompression bomb, more than 256 MB decompressed in memory, a Keras config past its
-    walk), content hfdoctor cannot read (a 7z folder or zip member it cannot decompress, a
-    damaged archive, an HDF5 layout its reader does not follow), a read that failed part
-    way, or malformed data its readers did not expect. Only bytes the loader itself
-    refuses end a scan without this verdict (SEC007). A pickle FRAME that runs past its
-    STOP counts too: a loader that reads frames whole starts the next pickle elsewhere. A
-    file that already runs code is SEC001.
+    Why: what was not read may run anything when loaded. A bound is anything that stopped
+    the scan before the end of what the loader reads: a bound proper (over the 64 MB / 2
+    million opcodes hfdoctor reads of one file, past the check's time or read budget,
+    archives or nested loads more than 4 deep, a decompression bomb, more than 256 MB
+    decompressed in memory, a Keras config past its walk), content hfdoctor cannot read
+    (a 7z folder or zip member it cannot decompress, a damaged archive, an HDF5 layout its
+    reader does not follow), a read that failed part way, or malformed data its readers
+    did not expect. Only bytes the loader itself refuses end a scan without this verdict
+    (SEC007). A pickle FRAME that runs past its STOP counts too: a loader that reads
+    frames whole starts the next pickle elsewhere. A file that already runs code is SEC001.
 
     Example: huge.pkl whose BINBYTES8 opcode claims 96 MB that the file holds; a torch zip
     of 12 pickles of 16 MB each (a zip bomb of pickles, stopped at the 64 MB budget); a 7z
@@ -246,7 +246,7 @@ def pickle_not_proven_safe(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
 @rule("SEC007", "pickle-unscannable", Severity.WARNING, fix=FixAvailability.NONE, aliases=OLD_CODE)
 def pickle_unscannable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """A file loaders unpickle cannot be opened, or its pickle is damaged where the unpickler itself stops.
+    """A file loaders unpickle cannot be read, or its pickle is damaged, so it could not be fully scanned.
 
     Why: hfdoctor reads pickle opcodes as the unpicklers do (_pickle.c and pickle.py:
     numbers up to a NUL, C octal, strict UTF-8 names), so bytes it refuses stop loading
