@@ -12,7 +12,7 @@ from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.adapter import (READS_HIDDEN, WRITES_HIDDEN, AdapterWeights, adapter_weights, local_path,
-                                      quantized_copy, rank_for, registry_base, targeted)
+                                      quantized_copy, rank_for, registry_base, registry_release, targeted)
 from hfdoctor.weights.headers import repo_weights
 
 VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
@@ -107,8 +107,7 @@ def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: st
             file=ADAPTER_CONFIG, pointer="/base_model_name_or_path", severity=Severity.WARNING, fix=fix,
         )
     elif quantized_copy(base):
-        found = registry_base(base)
-        full = found[1].repo if found else None
+        full = registry_release(base)
         yield self.finding(
             repo,
             f"base_model_name_or_path is {base!r}, a quantized copy made for QLoRA training: AutoPeftModel and "

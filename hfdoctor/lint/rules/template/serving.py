@@ -15,7 +15,7 @@ from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text, template_sources,
 )
-from hfdoctor.lint.rules.template.design import design_facets, upstream_templates
+from hfdoctor.lint.rules.template.design import design_facets, fixed_upstream, upstream_templates
 
 
 @rule("TPL006", "generation-prompt-noop", Severity.WARNING, fix=FixAvailability.NONE)
@@ -64,15 +64,18 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     dangling = _dangling_header(analysis) if opener and set(opener) & set(_pieces(prompt_tail)) else None
     if dangling is not None:
         facets = design_facets(repo, analysis, lambda a: _dangling_header(a) is not None)
-        # Some families do this on purpose (Meta-Llama-3's launch template, Cohere's Command-A, whose
-        # model writes <|START_RESPONSE|> itself): without an upstream template to compare, say so, quietly.
-        unverified = not facets and not upstream_templates(repo)
+        # Some families do this on purpose (Cohere's Command-A, whose model writes <|START_RESPONSE|>
+        # itself): without an upstream template to compare, say so, quietly. Meta-Llama-3's launch
+        # template did it too, and Meta fixed it: a copy of it carries the bug.
+        fixed = fixed_upstream(analysis.text)
+        unverified = not facets and not fixed and not upstream_templates(repo)
         yield self.finding(
             repo,
             f"the chat template appends the assistant header {dangling!r} whatever add_generation_prompt says: a "
             "finished conversation rendered with add_generation_prompt=False (training data, continue_final_message) "
             "ends with an empty assistant turn, and the flag servers and trainers use to tell a prompt from a "
             "conversation does nothing. Emit the header only in `{% if add_generation_prompt %}`."
+            + (f" This is {fixed}, which upstream later fixed: update to its current template." if fixed else "")
             + (" (No upstream template of this family is known here to tell whether it is its design.)"
                if unverified else ""),
             file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY), *facets],

@@ -70,8 +70,13 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
 
     How it is decided: the config's model_type gives candidate families; the tokenizer
     is fingerprinted independently (its vocabulary at fixed ids, how it encodes a fixed
-    text, and its signature special tokens with their ids). No family in common is a
-    mismatch.
+    text, and its signature special tokens with their ids). A family is an architecture and
+    a tokenizer: the pairs people publish are known (Falcon3 is model_type llama with its own
+    131,072-token vocabulary; MiMo is model_type mimo with Qwen2's), and a vocabulary the
+    config's family is known to use is no swap. No family in common is a mismatch when the
+    architecture itself says which tokenizer goes with it (qwen3, gemma2) or the config's
+    dimensions name a release; under an architecture many families reuse with vocabularies of
+    their own (llama, mistral, gpt2) an unknown pair is reported at info, as unknown.
 
     Example: Qwen3-8B's config.json and weights with Llama-3.1-8B-Instruct's tokenizer.json
     (model_type qwen3, a Llama 3 vocabulary).
@@ -86,10 +91,23 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
         return
     if {f.key for f in from_config} & {f.key for f in from_tokenizer}:
         return
+    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo) or "")
+    if group is not None and any(f.vocab_groups == (group,) for f in from_config):
+        return  # the one vocabulary the config's family ships (MiMo's is Qwen2's)
     model_type = registry.config_value(repo.config, "model_type")
     tok_names = ", ".join(f.display for f in from_tokenizer)
     cfg_names = ", ".join(f.display for f in from_config)
-    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo) or "")
+    if model_type in registry.shared_architectures() and not lineage_mod.dims_families(repo):
+        yield self.finding(
+            repo,
+            f"config.json declares model_type {model_type!r}, an architecture many families reuse with vocabularies "
+            f"of their own, and the tokenizer is {tok_names}'s: hfdoctor does not know this pair, so it cannot tell "
+            "whether these weights were trained with this tokenizer. Check that config.json's vocab_size and the "
+            "embedding rows match the tokenizer.",
+            file="tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json",
+            severity=Severity.INFO,
+        )
+        return
     evidence = []
     if group:
         evidence.append(f"its vocabulary is the {group} one")
