@@ -168,6 +168,9 @@ class Family:
     # The rows of the upstream embedding matrix when every release has the same (Gemma 2:
     # 256,000): ids at or past it are tokens a fine-tune added.
     vocab_size: int | None = None
+    # What the pre-trained (base) releases stop on, token -> id (Llama 3.x: <|end_of_text|> 128001),
+    # when their generation config is recorded: an adapter trained on one stops there.
+    pretrained_stop: dict[str, int] = field(default_factory=dict)
 
     @property
     def only_variant(self) -> Variant | None:
@@ -208,12 +211,12 @@ class Family:
     def base_by_repo(self, repo_id: str) -> BaseModel | None:
         return next((b for v in self.variants if (b := v.base_by_repo(repo_id)) is not None), None)
 
-    def vocab_rows(self, base: BaseModel | None = None) -> int | None:
-        """The embedding rows of `base` (its recorded vocab_size), else of every release of the
-        family (the family's own, or the smallest any release records); None when unknown."""
+    def vocab_rows(self, base: BaseModel | None = None, *, smallest: bool = False) -> int | None:
+        """The embedding rows of `base` (its recorded vocab_size), else the family's (every release
+        has the same); with `smallest`, else the smallest any release records. None when unknown."""
         if base is not None and isinstance(base.dims.get("vocab_size"), int):
             return base.dims["vocab_size"]
-        if self.vocab_size is not None:
+        if self.vocab_size is not None or not smallest:
             return self.vocab_size
         sizes = [b.dims["vocab_size"] for b in self.bases if isinstance(b.dims.get("vocab_size"), int)]
         return min(sizes) if sizes else None
@@ -281,6 +284,7 @@ def _family(data: dict[str, Any]) -> Family:
         remote_code_repo=data.get("remote_code_repo"),
         bos_token=data.get("bos_token"),
         vocab_size=data.get("vocab_size"),
+        pretrained_stop=dict(data.get("pretrained_stop", {}).get("tokens", {})),
     )
 
 

@@ -63,9 +63,12 @@ class AdapterBase:
     @property
     def stop_tokens(self) -> tuple[str, ...]:
         """What the registry knows the base stops on: a chat release of a known family stops on
-        its end-of-turn (or stop) tokens; nothing is known of a pre-trained or unknown release."""
-        if self.family is None or self.pretrained is not False:
+        its end-of-turn (or stop) tokens, a pre-trained release on what the registry records of
+        its family's pre-trained releases (Llama 3.x: <|end_of_text|>); else nothing is known."""
+        if self.family is None or self.pretrained is None:
             return ()
+        if self.pretrained:
+            return tuple(self.family.pretrained_stop)
         return self.family.stop_tokens or self.family.end_of_turn
 
     def cannot_verify(self, what: str) -> str:
@@ -132,6 +135,14 @@ def _describe(repo: ModelRepo, repo_id: str, named: str | None, how: str) -> Ada
             vocab_size, vocab_source = size, config_where
         if eos_ids is not None or vocab_size is not None:
             break
+    if vocab_size is None and fam is not None:
+        # Without the base's config.json, the rows the registry records for the release (or the
+        # family, when every release has the same: Gemma 2's 256,000).
+        release = next((b for b in fam.bases if repo_id.lower() in (b.repo.lower(), (b.base_repo or "").lower())
+                        or _unquantized(repo_id).lower() in (b.repo.lower(), (b.base_repo or "").lower())), None)
+        rows = fam.vocab_rows(release)
+        if rows is not None:
+            vocab_size, vocab_source = rows, f"hfdoctor's registry of {fam.display} releases"
     return AdapterBase(named, repo_id, how, fam, variant, pretrained, eos_ids, eos_source, vocab_size, vocab_source)
 
 

@@ -185,3 +185,17 @@ def test_recorded_upstream_pad_token_is_upstreams(fam, tmp_path):
     assert (pad["content"] if isinstance(pad, dict) else pad) == token
     assert token in fam.end_of_turn or token == (config["eos_token"]["content"] if isinstance(config["eos_token"], dict)
                                                  else config["eos_token"])
+
+
+@pytest.mark.parametrize("fam", [f for f in registry.families() if f.pretrained_stop], ids=lambda f: f.key)
+def test_recorded_pretrained_stop_is_the_base_releases(fam):
+    """What an adapter of a pre-trained release stops on is what those releases' own config.json says."""
+    seen = 0
+    for base in fam.bases:
+        folder = UPSTREAM / (base.base_repo or "").replace("/", "--")
+        if not base.base_repo or not (folder / "config.json").is_file():
+            continue
+        eos = json.loads((folder / "config.json").read_text())["eos_token_id"]
+        assert sorted(eos if isinstance(eos, list) else [eos]) == sorted(fam.pretrained_stop.values()), base.base_repo
+        seen += 1
+    assert seen, "no pre-trained release of the family in ../shared/upstream"

@@ -140,7 +140,7 @@ def _own_markers(repo: ModelRepo, lineage: lineage_mod.Lineage, ours: TemplateAn
     records it) that its template writes and no upstream template does: the fine-tune trained
     on its own format (a ChatML retrain of Mistral adds <|im_start|>=32000, <|im_end|>=32001)."""
     fam = lineage.family_ref
-    rows = fam.vocab_rows() if fam is not None else None
+    rows = fam.vocab_rows(smallest=True) if fam is not None else None
     if rows is None:
         return []
     added = {t for t in repo.added_token_strings if t and (repo.token_id(t) or 0) >= rows}

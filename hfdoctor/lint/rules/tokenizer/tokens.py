@@ -81,8 +81,13 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
     Example: Qwen3-8B's config.json and weights with Llama-3.1-8B-Instruct's tokenizer.json
     (model_type qwen3, a Llama 3 vocabulary).
 
+    The same holds inside one tokenizer: a known vocabulary whose family's special tokens sit
+    at other ids (<|im_end|> and <|endoftext|> swapped in a Qwen tokenizer) feeds the weights
+    the row of another token for each of them, with or without config.json.
+
     Fix: none automatic; ship the tokenizer of the model the weights come from.
     """
+    yield from _moved_special_tokens(repo, self)
     if repo.config is None:
         return
     from_config = lineage_mod.config_families(repo)
@@ -122,6 +127,33 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
         + (f" ({'; '.join(evidence)})" if evidence else "")
         + ": the weights would receive ids from another vocabulary. Ship the tokenizer the weights were trained with.",
         file=file,
+    )
+
+
+def _moved_special_tokens(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A known vocabulary (its tokens at fixed ids) whose family's special tokens, all present, sit
+    at other ids than every tokenizer of that family gives them."""
+    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo) or "")
+    vocab = repo.vocab or {}
+    if group is None or lineage_mod.tokenizer_families(repo):
+        return
+    best: tuple[registry.Family, list[str]] | None = None
+    for fam in registry.families():
+        signature = {t: i for t, i in fam.signature_tokens.items() if i is not None}
+        if group not in fam.vocab_groups or not signature or not all(t in vocab for t in signature):
+            continue
+        moved = [f"{t!r} is {vocab[t]} (every {fam.display} tokenizer: {i})" for t, i in signature.items() if vocab[t] != i]
+        if moved and (best is None or len(signature) > len(best[0].signature_tokens)):
+            best = (fam, moved)
+    if best is None:
+        return
+    fam, moved = best
+    yield self.finding(
+        repo,
+        f"the vocabulary is the {group} one, but {'; '.join(moved[:4])}: the weights learnt each of these tokens at "
+        f"its {fam.display} id, so this tokenizer feeds them another token's row (and stops on the wrong id). Ship the "
+        "tokenizer the weights were trained with.",
+        file="tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json",
     )
 
 
@@ -234,8 +266,9 @@ def _adapter_turn_end(repo: ModelRepo, self: Rule, needed: tuple[str, ...], temp
     elif base.stop_tokens:
         if token in base.stop_tokens:
             return
-        because = (f"the base model {base.repo_id} ({base.family.display} chat release) stops on "
-                   f"{', '.join(base.stop_tokens)}")
+        release = "pre-trained release" if base.pretrained else "chat release"
+        because = (f"the base model {base.repo_id} ({base.family.display} {release}, as hfdoctor's registry "
+                   f"records it) stops on {', '.join(base.stop_tokens)} only")
     else:
         yield self.finding(
             repo,
