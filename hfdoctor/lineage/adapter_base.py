@@ -153,13 +153,15 @@ def _unquantized(repo_id: str) -> str:
 def _registry_release(repo_id: str) -> tuple[Family | None, Variant | None, bool | None]:
     """(family, variant, pre-trained?) of a Hub id by hfdoctor's registry and the release's name."""
     lowered = {repo_id.lower(), _unquantized(repo_id).lower()}
-    for fam in registry.families():
-        for variant in fam.variants:
-            for base in variant.bases:
-                if base.repo.lower() in lowered:
-                    return fam, variant, False
-                if base.base_repo and base.base_repo.lower() in lowered:
-                    return fam, variant, True
+    name = _unquantized(repo_id).rsplit("/", 1)[-1].lower()
+    for exact in (True, False):  # the release itself, then a copy of it under another organisation
+        for fam in registry.families():
+            for variant in fam.variants:
+                for base in variant.bases:
+                    for release, pretrained in ((base.repo, False), (base.base_repo, True)):
+                        if release and (release.lower() in lowered if exact else
+                                        release.rsplit("/", 1)[-1].lower() == name):
+                            return fam, variant, pretrained
     found = registry.variant_of_repo_id(repo_id) or registry.variant_of_repo_id(_unquantized(repo_id))
     name = _unquantized(repo_id).rsplit("/", 1)[-1]
     pretrained = True if PRETRAINED_NAME.search(name) else (False if CHAT_NAME.search(name) else None)
@@ -168,6 +170,12 @@ def _registry_release(repo_id: str) -> tuple[Family | None, Variant | None, bool
     if pretrained is None and found[1].chat:
         pretrained = False  # every release of that variant is a chat model
     return found[0], found[1], pretrained
+
+
+def release_stage(repo_id: str) -> bool | None:
+    """Whether a Hub id is a pre-trained release (True), a chat one (False) or unknown (None), by
+    hfdoctor's registry and the release's name (a quantized copy's too)."""
+    return _registry_release(repo_id)[2]
 
 
 def _base_json(upstream: Upstream, repo_id: str, filename: str) -> tuple[dict[str, Any] | None, str | None]:
