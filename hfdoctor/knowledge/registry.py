@@ -314,6 +314,12 @@ def vocab_groups() -> dict[str, str]:
 
 
 @lru_cache(maxsize=1)
+def text_marker_formats() -> tuple[dict[str, Any], ...]:
+    """Chat formats that write their role markers as text (Zephyr's <|user|>): name, repo, markers."""
+    return tuple(_load().get("text_marker_formats", {}).get("formats", ()))
+
+
+@lru_cache(maxsize=1)
 def shared_architectures() -> frozenset[str]:
     """Model types other families reuse with vocabularies of their own (llama, mistral, gpt2...):
     the architecture alone does not say which tokenizer the weights were trained with."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from typing import Iterator
 
 from hfdoctor.knowledge import registry
@@ -160,10 +162,17 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
                     file="config.json", pointer=f"/architectures/{i}",
                 )
             elif "auto_map" not in config:
+                # A near miss of a class transformers has is a typo; anything else is a class of the
+                # model's own code (fnlp's CPT under model_type bart), loaded by its authors' code.
+                close = [c for classes in table.values() for c in classes if c.lower() == arch.lower()] \
+                    or difflib.get_close_matches(arch, known, 1, 0.93)
                 yield self.finding(
                     repo,
-                    f"architectures names {arch}, which transformers does not know for model_type {model_type!r}.",
-                    file="config.json", pointer=f"/architectures/{i}", severity=Severity.WARNING,
+                    f"architectures names {arch}, which transformers does not know for model_type {model_type!r}"
+                    + (f": did you mean {close[0]!r}? Pipelines, vLLM and the Hub cannot build {arch}." if close else
+                       ": a class of the model's own code, which pipelines and vLLM cannot build from architectures."),
+                    file="config.json", pointer=f"/architectures/{i}",
+                    severity=Severity.WARNING if close else Severity.INFO,
                 )
     yield from _dimension_problems(repo, self, config)
 

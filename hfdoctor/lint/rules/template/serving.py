@@ -166,8 +166,9 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     adding <|begin_of_text|>), Mistral 7B Instruct.
 
     Severity: info when the template is the upstream one, or the family's canonical
-    template starts with the BOS too (by design of the family upstream); a warning when
-    nothing says it is the family's design.
+    template starts with the BOS too (by design of the family upstream), or no upstream
+    template of the family is known to compare with; a warning when the family's own
+    template does not start with it.
 
     Fix: none automatic. It is upstream's own design for these models; encode rendered
     chats with add_special_tokens=False.
@@ -183,15 +184,21 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     how = _bos_added_by_tokenizer(repo, bos)
     if how is None:
         return
+    facets = design_facets(repo, analysis, lambda up: (up.rendered("user", True) or "").lstrip().startswith(bos))
+    # Most SentencePiece families' own templates start with the BOS: without an upstream template to
+    # compare, nothing says this one departs from its family's design.
+    unverified = not facets and not upstream_templates(repo)
     yield self.finding(
         repo,
         f"the chat template starts with the BOS token {bos!r} and {how}: code that renders the chat to text and then "
         "calls tokenizer(text) (add_special_tokens=True by default) feeds the model two BOS tokens, and llama.cpp "
         "after conversion warns about the same. apply_chat_template(tokenize=True) and vLLM's chat endpoint "
         "encode with add_special_tokens=False and are not affected. Encode rendered chats with "
-        "add_special_tokens=False.",
-        **location(repo, source, line_of_text(source, "bos_token")),
-        facets=design_facets(repo, analysis, lambda up: (up.rendered("user", True) or "").lstrip().startswith(bos)),
+        "add_special_tokens=False."
+        + (" (No upstream template of this family is known here to tell whether it is its design.)"
+           if unverified else ""),
+        **location(repo, source, line_of_text(source, "bos_token")), facets=facets,
+        severity=Severity.INFO if unverified else None,
     )
 
 
