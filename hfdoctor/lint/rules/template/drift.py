@@ -165,7 +165,7 @@ def _other_releases(repo: ModelRepo, candidates: list[Variant]) -> list[tuple[Va
 
 @rule("TPL013", "template-drift", Severity.WARNING, fix=FixAvailability.UNSAFE)
 def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """The rendered output differs from every template the family's upstream published.
+    """The rendered output differs from the upstream family template on standard conversations.
 
     The family and variant come from lineage detection, with at least medium confidence
     (the tokenizer, or the exact dimensions of a release): a template is never compared

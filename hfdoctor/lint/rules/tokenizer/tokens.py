@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor.lineage.adapter_base import adapter_base
+from hfdoctor.lineage.adapter_base import adapter_base, release_stage
 from hfdoctor.knowledge import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list
@@ -148,13 +148,37 @@ def _moved_special_tokens(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if best is None:
         return
     fam, moved = best
+    file = "tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json"
+    eos = repo.special_token("eos_token")
+    home = fam.signature_tokens.get(eos) if eos is not None else None
+    if home is not None and len(moved) == 1 and vocab.get(eos) != home and _from_a_pretrained_release(repo):
+        # The end-of-turn marker renamed onto another id, its own id given the other token's name: unsloth's
+        # get_chat_template(map_eos_token=True) does this on purpose, so a fine-tune of a base model writes
+        # <|im_end|> and emits the base's own eos id. The weights trained that way stop where the files say.
+        yield self.finding(
+            repo,
+            f"the vocabulary is the {group} one, but {moved[0]}, and id {home} is named "
+            f"{repo.id_to_token.get(home)!r}: the end-of-turn marker was mapped onto the id {vocab[eos]} (as unsloth's "
+            "map_eos_token does for a base model's eos). A fine-tune trained with these files stops where they say; "
+            f"engines and tools that assume {fam.display}'s own ids do not.",
+            file=file, severity=Severity.INFO,
+        )
+        return
     yield self.finding(
         repo,
         f"the vocabulary is the {group} one, but {'; '.join(moved[:4])}: the weights learnt each of these tokens at "
         f"its {fam.display} id, so this tokenizer feeds them another token's row (and stops on the wrong id). Ship the "
         "tokenizer the weights were trained with.",
-        file="tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json",
+        file=file,
     )
+
+
+def _from_a_pretrained_release(repo: ModelRepo) -> bool:
+    """The checkpoint was trained from a pre-trained (base) release: it never learnt the family's
+    end-of-turn marker, so mapping that marker onto its own eos id is a choice, not a swap."""
+    if lineage_mod.detect(repo).stage == "pretrained":
+        return True
+    return any(release_stage(name) is True for name in lineage_mod.trained_from(repo))
 
 
 @rule("TOK004", "eos-not-end-of-turn", Severity.ERROR, fix=FixAvailability.SAFE)
@@ -212,6 +236,16 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     if repo.is_adapter and repo.config is None and repo.generation_config is None:
         yield from _adapter_turn_end(repo, self, found.stops or (found.token,), template)
+        return
+    if repo.config is None and repo.generation_config is None and not repo.gguf_tokenizer:
+        # No file here says where generation stops (a trainer checkpoint saved without config.json, a
+        # tokenizer folder): the loader takes the stop ids from wherever the model comes from.
+        yield self.finding(
+            repo,
+            f"the chat template ends each assistant turn with {found.token!r}, and neither config.json nor "
+            "generation_config.json is here to say where generation stops: cannot verify that it stops on it.",
+            file=template.file, pointer=template.pointer, severity=Severity.INFO,
+        )
         return
     eos_ids = repo.eos_ids
     names = ", ".join(f"{i} ({repo.id_to_token.get(i, '?')})" for i in eos_ids) or "nothing"
