@@ -15,6 +15,7 @@ from hfdoctor.repo.facts import fact
 
 NAMES = ("Modelfile", "modelfile", "Modelfile.txt")
 MAX_LINES = 2000  # a Modelfile is a few lines; a huge one is not read further
+MAX_CHARS = 256 * 1024  # ...nor past this, whatever its lines (64 MB of newlines is not split into strings)
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Modelfile:
 def parse(file: str, text: str) -> Modelfile:
     base, base_line, adapters = None, None, []
     quoted = False
-    for number, line in enumerate(text.splitlines()[:MAX_LINES], start=1):
+    for number, line in enumerate(text[:MAX_CHARS].splitlines()[:MAX_LINES], start=1):
         if quoted:
             quoted = line.count('"""') % 2 == 0
             continue
