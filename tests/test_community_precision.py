@@ -99,10 +99,18 @@ def test_rope_theta_still_fires_on_a_model_type_4x_knows(tmp_path):
 
 def test_unsloth_stub_config_beside_an_adapter_or_a_gguf(tmp_path):
     """Unsloth saves config.json = {"model_type": "llama"} beside a LoRA adapter and beside a GGUF: no
-    loader builds a model class from it there. The same stub as a full model's config is reported."""
+    loader builds a model class from it there. Beside a full model's 4-shard index (Max-Lee's folder also
+    publishes the merged model), transformers builds that model from the stub: reported. The same stub as a
+    full model's config is reported too."""
     for slug in ("Max-Lee-explore__MythTrans-llama31-8B", "shijiale0609__medical-model"):
         assert json.loads((FOLDERS / slug / "config.json").read_text()) == {"model_type": "llama"}
-        assert findings(FOLDERS / slug, ["CFG002"]) == [], slug
+    assert findings(FOLDERS / "shijiale0609__medical-model", ["CFG002"]) == []
+    [beside_index] = findings(FOLDERS / "Max-Lee-explore__MythTrans-llama31-8B", ["CFG002"])
+    assert str(beside_index.severity) == "warning" and "no `architectures`" in beside_index.message
+    folder = tmp_path / "adapter-only"
+    shutil.copytree(FOLDERS / "Max-Lee-explore__MythTrans-llama31-8B", folder)
+    (folder / "model.safetensors.index.json").unlink()
+    assert findings(folder, ["CFG002"]) == []
     folder = tmp_path / "full"
     shutil.copytree(FOLDERS / "Max-Lee-explore__MythTrans-llama31-8B", folder)
     (folder / "adapter_config.json").unlink()

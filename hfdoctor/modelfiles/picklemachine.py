@@ -8,7 +8,7 @@ does. Unlike a look-back heuristic, the machine's stack and memo are run abstrac
 so STACK_GLOBAL operands are resolved exactly even when they come from the memo or sit
 behind other values, and every call is known with its arguments:
 
-- each import gets a verdict from the allowlist (safe, known, nested, dangerous, unlisted);
+- each import gets a verdict from the allowlist (safe, known, nested, dangerous, unlisted), a getattr by its calls;
 - a call of anything not safe is kept as text (`numpy.size(numpy.size, 'eval')(...)`), so a
   finding shows the chain a payload builds, and so is a BUILD that writes attributes of an
   imported object;
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
-from hfdoctor.modelfiles.allowlist import UNRESOLVED, classify
+from hfdoctor.modelfiles.allowlist import GETATTRS, UNRESOLVED, classify, enum_member
 from hfdoctor.modelfiles.containers import ContainerError
 from hfdoctor.modelfiles.opcodes import Refused, imported_name, ops
 from hfdoctor.modelfiles.reader import BoundedReader, ScanLimit
@@ -123,6 +123,8 @@ class _Machine:
         self.metastack: list[list[_Value]] = []
         self.memo: dict[int, _Value] = {}
         self.imports: list[tuple[str, str]] = []
+        # getattr imports: [value, enum member lookups, other calls] (see member_lookup).
+        self.getattrs: dict[int, list] = {}
 
     def pop(self) -> _Value:
         return self.stack.pop() if self.stack else _Value("?")
@@ -135,13 +137,33 @@ class _Machine:
         self.stack.append(value)
 
     def imported(self, module: str, name: str) -> _Value:
-        self.imports.append((module, name))
-        return _Value(f"{module}.{name}", origin=(module, name), imported=True)
+        value = _Value(f"{module}.{name}", origin=(module, name), imported=True)
+        if (module, name) in GETATTRS:
+            self.getattrs[id(value)] = [value, 0, 0]  # judged by its calls (member_lookup)
+        else:
+            self.imports.append((module, name))
+        return value
+
+    def all_imports(self) -> list[tuple[str, str]]:  # with each getattr that did more than read enum members
+        return self.imports + [value.origin for value, reads, others in self.getattrs.values() if others or not reads]
+
+    def member_lookup(self, fn: _Value, args: list[_Value] | None) -> _Value | None:
+        """The enum member `getattr(SomeEnum, 'NAME')` reads (allowlist.enum_member), else None."""
+        if id(fn) not in self.getattrs:
+            return None
+        entry, (cls, attr) = self.getattrs[id(fn)], (args[0], args[1]) if args and len(args) == 2 else (None, None)
+        if cls is not None and cls.imported and enum_member(cls.origin, attr.string):
+            entry[1] += 1
+            return _Value(f"{cls.text}.{attr.string}", origin=cls.origin)
+        entry[2] += 1
+        return None
 
     def where(self) -> str:
         return self.member or self.scan.file
 
     def call(self, fn: _Value, args: str, arg_values: list[_Value] | None = None) -> _Value:
+        if (member := self.member_lookup(fn, arg_values)) is not None:
+            return member
         text = f"{fn.text}{args}"
         verdict = classify(*fn.origin) if fn.origin is not None else None
         if fn.origin in NUMPY_DTYPE and arg_values and isinstance(arg_values[0].py, str):
@@ -374,7 +396,7 @@ def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Wal
         for count, (opcode, arg) in enumerate(ops(stream)):
             if opcode.name == "STOP":
                 scan.opcodes_left -= count
-                return _Walk(machine.imports, True, frame_overrun=max(0, frame_end - stream.position()))
+                return _Walk(machine.all_imports(), True, frame_overrun=max(0, frame_end - stream.position()))
             if opcode.name == "FRAME" and isinstance(arg, int):
                 frame_end = stream.position() + arg
             if count >= scan.opcodes_left:
@@ -389,18 +411,18 @@ def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Wal
                 raise _StepFailed(f"the scanner stopped at opcode {opcode.name} ({type(err).__name__})") from None
     except ScanLimit as limit:
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, str(limit), limited=True, opcodes=count)
+        return _Walk(machine.all_imports(), False, str(limit), limited=True, opcodes=count)
     except (ContainerError, _StepFailed) as err:  # a member that cannot be read on (a bomb), a scanner gap
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, str(err), limited=True, opcodes=count)
+        return _Walk(machine.all_imports(), False, str(err), limited=True, opcodes=count)
     except ValueError as err:  # Refused, and pickletools' readers on a truncated argument: loading stops here
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, f"{type(err).__name__}: {err}")
+        return _Walk(machine.all_imports(), False, f"{type(err).__name__}: {err}")
     except Exception as err:  # noqa: BLE001 - a read that failed (OSError, an unreadable source): unknown
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, f"reading it failed ({type(err).__name__}: {str(err)[:200]})",
+        return _Walk(machine.all_imports(), False, f"reading it failed ({type(err).__name__}: {str(err)[:200]})",
                      limited=True, opcodes=count)
-    return _Walk(machine.imports, False, "the pickle ends without STOP (truncated)")
+    return _Walk(machine.all_imports(), False, "the pickle ends without STOP (truncated)")
 
 
 def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan, size: int | None = None) -> bool:

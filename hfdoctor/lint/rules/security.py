@@ -412,8 +412,10 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Severity: warning; info when transformers has a native implementation of the
     model_type (the usual load never runs the code; the message says since which release),
     and info when the model type is a family its maker publishes only as remote code
-    (ChatGLM, Qwen 1, InternLM/InternLM2, MiMo, the first phi-1.5 releases): there is no
-    other way to load it, by the upstream's design.
+    (ChatGLM, Qwen 1, InternLM/InternLM2, MiMo, the first phi-1.5 releases; for an adapter
+    with no config.json, the family its tokenizer's code names), or one no transformers
+    release knows at all (an architecture of its own): there is no other way to load it, by
+    its authors' design.
 
     Fix: none automatic; read the code before trusting it, pin `revision=`, or load the
     native transformers class (without trust_remote_code) when there is one.
@@ -445,12 +447,18 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                                              "this code"),) if since else ()
         only_remote = registry.remote_code_family(model_type) if rel == "config.json" and not since else None
         if only_remote is None and rel == "tokenizer_config.json" and not since:
-            only_remote = registry.remote_code_family((repo.config or {}).get("model_type"))
+            only_remote = (registry.remote_code_family((repo.config or {}).get("model_type"))
+                           or _family_of_code(refs))
         if only_remote is not None:  # the family exists only as its maker's remote code
             facets = (Facet(FacetKind.UPSTREAM_DESIGN, f"{only_remote.display} upstream "
                                                        f"({only_remote.remote_code_repo} is published only as remote "
                                                        f"code: transformers has no native "
                                                        f"{model_type or 'implementation'})"),)
+        elif rel == "config.json" and not since and isinstance(model_type, str) and model_type:
+            # An architecture of its own (no transformers release knows the model type): its code is the
+            # only way to load it, by its authors' design; the warning is for code a native class makes needless.
+            facets = (Facet(FacetKind.UPSTREAM_DESIGN, f"model_type {model_type!r} exists only as this code: "
+                                                       "transformers has no implementation of it"),)
         auto_class, ref = refs[0]
         yield self.finding(
             repo,
@@ -460,6 +468,17 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             + native,
             file=rel, pointer="/auto_map", facets=facets,
         )
+
+
+def _family_of_code(refs: list[tuple[str, str]]):
+    """The remote-code family a tokenizer's auto_map module names (tokenization_chatglm: ChatGLM)."""
+    for _, ref in refs:
+        module = ref.rpartition("--")[2].rsplit(".", 1)[0]
+        if module.startswith("tokenization_"):
+            found = registry.remote_code_family(module.removeprefix("tokenization_"))
+            if found is not None:
+                return found
+    return None
 
 
 # SEC004-SEC009 were part of SEC001 until 0.4.
