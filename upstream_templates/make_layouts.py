@@ -23,7 +23,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from hfdoctor.weights.expected import LAYOUT_VERSION, build_outcome, config_key, outcome_to_json
+from hfdoctor.weights.build import build_outcome
+from hfdoctor.weights.expected import LAYOUT_VERSION, config_key, outcome_to_json
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_UPSTREAM = Path(os.environ.get("HFDOCTOR_TEST_UPSTREAM", HERE.parent.parent / "shared" / "upstream"))
