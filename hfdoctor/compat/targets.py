@@ -9,6 +9,7 @@ to everyone else it is a note. The evidence is what the repository itself says:
   transformers.js, an MLX quantization block for mlx-lm;
 - a transformers checkpoint (config.json) targets transformers, 4.x included unless the
   card requires 5.x.
+A configuration file's `engines` replaces all of this: the user says what they serve with.
 """
 
 from __future__ import annotations
@@ -48,15 +49,24 @@ MAX_CARD_CHARS = 200_000  # where the names are: the first part of a card, not i
 
 @fact
 def targeted_engines(repo: ModelRepo) -> dict[str, str]:
-    """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it."""
+    """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it: what a
+    configuration file declares, else what the repository shows."""
+    if repo.declared_engines is not None:
+        return dict(repo.declared_engines)
     return _find(repo)
 
 
 @fact
 def declared_transformers_4(repo: ModelRepo) -> str | None:
-    """Why the repository declares a transformers 4.x consumer (a pin below 5, an engine that runs
-    only on 4.x), or None. A transformers checkpoint is loaded by 4.x too unless it says otherwise
-    (targeted_engines), but only this evidence makes a 4.x misreading the repository's own problem."""
+    """Why the repository declares a transformers 4.x consumer, or None: a configuration file whose
+    `engines` name transformers-4 (or an engine that runs only on 4.x); without one, a pin below 5 in
+    the card or a requirements file, or an engine that runs only on 4.x that it targets. A
+    transformers checkpoint is loaded by 4.x too unless it says otherwise (targeted_engines), but
+    only this evidence makes a 4.x misreading the repository's own problem."""
+    targets = targeted_engines(repo)
+    engine = next((e for e in ("transformers-4", *ONLY_ON_4X) if e in targets), None)
+    if repo.declared_engines is not None:  # the user says what they serve with, and nothing else counts
+        return f"the repository targets {describe([engine])}: {targets[engine]}" if engine else None
     card = repo.card
     card_text = card.text[:MAX_CARD_CHARS] if card is not None else ""
     pinned = PINS_V4.search(card_text)
@@ -67,7 +77,6 @@ def declared_transformers_4(repo: ModelRepo) -> str | None:
         pinned = PINS_V4.search(raw[:MAX_CARD_CHARS].decode("utf-8", "replace")) if raw else None
         if pinned is not None:
             return f"{name} pins {pinned.group(0)!r}"
-    targets = targeted_engines(repo)
     engine = next((e for e in ONLY_ON_4X if e in targets), None)
     return f"it targets {describe([engine])}, which runs on transformers 4.x ({targets[engine]})" if engine else None
 

@@ -47,9 +47,14 @@ def run_fix(
     output_format: str,
     console: Console,
     display: Display = Display(),
+    settings=None,
+    engines: dict[str, str] | None = None,
 ) -> int:
-    """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left."""
-    plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes)
+    """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left.
+
+    `settings` and `engines`: the target's configuration file (hfdoctor.lint.configured)."""
+    plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes,
+                      settings=settings, engines=engines)
     errors = list(plan.internal_errors)
     written = False
     # plan.after was checked on exactly the bytes that write_changes puts on disk.
@@ -67,9 +72,8 @@ def run_fix(
         left = after
     after.target = str(target)
     diff_text = unified_diff(plan.original, plan.changed) if diff else None
-    done = written or diff  # a failed write fixed nothing
     result = FixResult(after, plan.applied, plan.refused, sorted(plan.changed), written, diff_text, errors,
-                       plan.passes if done else [], plan.revealed if done else [], plan.unfinished)
+                       plan.passes, plan.revealed, plan.unfinished)
     if output_format == "json":
         print(write_fix_json(result))
     elif diff_text is not None:  # the diff on stdout (pipe it to `git apply`), the summary on stderr

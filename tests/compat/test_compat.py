@@ -168,21 +168,29 @@ def test_the_rope_fix_is_read_alike_by_transformers_4_and_5(tmp_path):
         assert proc.stdout.split() == ["10000.0", "1000000.0"], proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("where,text,severity", [
-    ("README.md", "---\nlicense: apache-2.0\n---\nInstall with `pip install transformers==4.46.3`.\n", "error"),
-    ("requirements.txt", "torch\ntransformers>=4.51,<5\n", "error"),
-    ("README.md", "---\nlicense: apache-2.0\n---\nServe it with text-generation-inference.\n", "error"),
+CARD = "---\nlicense: apache-2.0\n---\n"
+
+
+@pytest.mark.parametrize("files,severity", [
+    ({"README.md": CARD + "Install with `pip install transformers==4.46.3`.\n"}, "error"),
+    ({"requirements.txt": "torch\ntransformers>=4.51,<5\n"}, "error"),
+    ({"README.md": CARD + "Serve it with text-generation-inference.\n"}, "error"),
     # Qwen3's card: "With transformers<4.51.0, you will encounter ... KeyError": no pin of 4.x
-    ("README.md", "---\nlicense: apache-2.0\n---\nWith transformers<4.51.0, you will encounter an error.\n", "warning"),
-    ("README.md", "---\nlicense: apache-2.0\n---\nRequires transformers>=5.0.\n", "warning"),
+    ({"README.md": CARD + "With transformers<4.51.0, you will encounter an error.\n"}, "warning"),
+    ({"README.md": CARD + "Requires transformers>=5.0.\n"}, "warning"),
+    # a configuration file's engines replace what the repository shows
+    ({".hfdoctor.toml": 'engines = ["transformers-5", "transformers-4"]\n'}, "error"),
+    ({".hfdoctor.toml": 'engines = ["transformers-5", "vllm"]\n',
+      "README.md": CARD + "Install with `pip install transformers==4.46.3`.\n"}, "warning"),
 ])
-def test_rope_theta_is_an_error_only_where_a_4x_consumer_is_declared(tmp_path, where, text, severity):
+def test_rope_theta_is_an_error_only_where_a_4x_consumer_is_declared(tmp_path, files, severity):
     folder = tmp_path / "tiny"
     shutil.copytree(ROOT / "fixtures" / "tiny-thinker", folder)
-    (folder / where).write_text(text)
-    [finding] = [f for f in check_target(str(folder)).findings
-                 if f.rule == "consumer-incompatible" and "rope_theta" in f.message]
-    assert str(finding.severity) == severity, finding.severity_reason
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    report = json.loads(run_cli("check", str(folder), "--format", "json").stdout)
+    [finding] = [f for f in report["findings"] if f["rule"] == "consumer-incompatible" and "rope_theta" in f["message"]]
+    assert finding["severity"] == severity, finding["severity_reason"]
 
 
 def test_the_project_fixtures_pass_their_own_check(tmp_path):
