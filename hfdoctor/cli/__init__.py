@@ -49,7 +49,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         raise SystemExit(2)
     word, rest = argv[0], argv[1:]
     if word in COMMANDS:
-        return COMMANDS[word]().parse_intermixed_args(rest)
+        args = COMMANDS[word]().parse_intermixed_args(rest)
+        # `completion` completes the groups' commands too: this module is the one that knows them.
+        args.groups = {group: commands for group, (_, commands) in GROUPS.items()}
+        return args
     if word in GROUPS:
         description, commands = GROUPS[word]
         group = group_parser(f"hfdoctor {word}", description, {

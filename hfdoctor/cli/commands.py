@@ -281,7 +281,7 @@ def completion(args: argparse.Namespace) -> int:
     fish: `hfdoctor completion fish > ~/.config/fish/completions/hfdoctor.fish`"""
     from hfdoctor.cli.completion import SCRIPTS, CommandLine
 
-    print(SCRIPTS[args.shell](CommandLine(*args.command_line())), end="")
+    print(SCRIPTS[args.shell](CommandLine(*args.command_line(), groups=args.groups)), end="")
     return 0
 
 

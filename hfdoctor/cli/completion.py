@@ -29,13 +29,15 @@ class CommandLine:
     import it, as it is one of the commands there)."""
 
     commands: Makers
-    hook_commands: Makers
     summaries: dict[str, object]
+    # Command words that only name commands: 'hook' -> {'install': ..., 'uninstall': ...}, 'webhook' -> ...
+    groups: dict[str, Makers]
 
     def parsers(self) -> dict[str, argparse.ArgumentParser]:
-        """'check' -> its parser; the hook's commands as 'hook install'."""
+        """'check' -> its parser; a group's commands as 'hook install'."""
         found = {name: make() for name, make in self.commands.items()}
-        found.update({f"hook {name}": make() for name, make in self.hook_commands.items()})
+        for group, commands in self.groups.items():
+            found.update({f"{group} {name}": make() for name, make in commands.items()})
         return found
 
 
@@ -73,7 +75,7 @@ def _positional_choices(parser: argparse.ArgumentParser) -> list[str]:
 
 def bash_script(cli: CommandLine) -> str:
     commands = cli.parsers()
-    top = [name for name in commands if " " not in name] + ["hook"]
+    top = [name for name in commands if " " not in name] + list(cli.groups)
     cases = []
     for name, parser in commands.items():
         words = " ".join(s for a in _options(parser) for s in a.option_strings)
@@ -99,6 +101,10 @@ def bash_script(cli: CommandLine) -> str:
 {chr(10).join(values)}
       esac
       if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "{words}" -- "$cur")); else {positional}; fi;;''')
+    group_lines = "\n".join(f'''  if [ "$command" = {group} ]; then
+    if [ "$COMP_CWORD" -eq 2 ]; then COMPREPLY=($(compgen -W "{" ".join(members)}" -- "$cur")); return; fi
+    command="{group} ${{COMP_WORDS[2]}}"
+  fi''' for group, members in cli.groups.items())
     return f'''# hfdoctor completion for bash (`hfdoctor completion bash`)
 _hfdoctor() {{
   local cur prev command rules
@@ -109,10 +115,7 @@ _hfdoctor() {{
     COMPREPLY=($(compgen -W "{" ".join(top)} -h --help -V --version" -- "$cur")); return
   fi
   command="${{COMP_WORDS[1]}}"
-  if [ "$command" = hook ]; then
-    if [ "$COMP_CWORD" -eq 2 ]; then COMPREPLY=($(compgen -W "install uninstall" -- "$cur")); return; fi
-    command="hook ${{COMP_WORDS[2]}}"
-  fi
+{group_lines}
   case "$command" in
 {chr(10).join(cases)}
   esac
@@ -137,8 +140,9 @@ def fish_script(cli: CommandLine) -> str:
     for name, summary in cli.summaries.items():
         doc = summary if isinstance(summary, str) else (summary.__doc__ or "").strip().splitlines()[0]
         lines.append(f"complete -c hfdoctor -n __fish_use_subcommand -a {name} -d {_fish_text(doc[:80])}")
-    lines.append("complete -c hfdoctor -n '__fish_seen_subcommand_from hook; and not __fish_seen_subcommand_from "
-                 "install uninstall' -xa 'install uninstall'")
+    for group, members in cli.groups.items():
+        lines.append(f"complete -c hfdoctor -n '__fish_seen_subcommand_from {group}; and not "
+                     f"__fish_seen_subcommand_from {' '.join(members)}' -xa '{' '.join(members)}'")
     rules = " ".join(_rule_words())
     for name, parser in commands.items():
         words = name.split()

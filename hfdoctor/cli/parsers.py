@@ -160,8 +160,9 @@ def explain_parser() -> argparse.ArgumentParser:
 
 def completion_parser() -> argparse.ArgumentParser:
     p = new_parser("hfdoctor completion", completion)
-    # What to complete: every command's parser (read when the command runs, after this module is loaded).
-    p.set_defaults(command_line=lambda: (COMMANDS, HOOK_COMMANDS, SUMMARIES))
+    # What to complete: every command's parser (read when the command runs, after this module is loaded);
+    # hfdoctor.cli.parse adds the command groups (hook, webhook), which only it knows.
+    p.set_defaults(command_line=lambda: (COMMANDS, SUMMARIES))
     p.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="<bash|zsh|fish>",
                    help="The shell to complete in.")
     return p

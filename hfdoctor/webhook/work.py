@@ -137,6 +137,7 @@ class Work:
     def _fix_pull_request(self, repo_id: str, changes: Changes) -> str:
         """`fix --pr` for the rules whose findings the push introduced with a safe fix; one open at a time."""
         from hfdoctor.fix.hub_pr import TITLE_PREFIX, PullRequestError, open_pull_request
+        from hfdoctor.knowledge.upstream import Upstream
         from hfdoctor.sources.base import SourceError
 
         rules = sorted({f.code for f in changes.introduced
@@ -147,7 +148,7 @@ class Work:
             return "; a fix pull request of ours is already open"
         try:
             outcome = open_pull_request(repo_id, token=self.hub.token, select=rules, ignore=list(self.settings.ignore),
-                                        upstream=self.settings.options().upstream())
+                                        upstream=Upstream.from_options(list(self.settings.upstream_dirs)))
         except (PullRequestError, SourceError) as err:
             raise HubRefused(f"fix pull request on {repo_id}: {err}") from None
         if outcome.status in ("opened", "exists"):
