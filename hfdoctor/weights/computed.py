@@ -414,7 +414,8 @@ def _check_values(d: Dims, family: Family) -> None:
             raise Declined("num_key_value_heads is null")
         config["num_key_value_heads"] = d.heads  # as the config class's __post_init__ does
     d.size("num_key_value_heads")
-    if "head_dim" in config and config["head_dim"] is not None and not _is_int(config["head_dim"]):
+    if "head_dim" in config and not _is_int(config["head_dim"]) and not (
+            config["head_dim"] is None and "head_dim" in d.fields):  # a field's null is the class's to fill
         raise Declined("head_dim is not an integer")
     if d.head_dim > 4 and d.head_dim % 2:
         raise Declined(f"head_dim {d.head_dim} is odd: transformers refuses an odd rotary dimension")

@@ -168,6 +168,7 @@ def variants(model_type: str, base: dict) -> list[tuple[str, dict, str]]:
         ("no kv heads key", {k: v for k, v in base.items() if k != "num_key_value_heads"}, "computed"),
         ("kv heads null", {**base, "num_key_value_heads": None}, "either"),
         ("explicit head_dim", {**base, "head_dim": head_dim * 2}, "either"),
+        ("head_dim null", {**base, "head_dim": None}, "either"),
         ("no intermediate_size", {k: v for k, v in base.items() if k != "intermediate_size"}, "computed"),
         ("pad outside the vocabulary", {**base, "pad_token_id": base["vocab_size"]}, "declined"),
         ("hidden not a multiple of heads", {**base, "hidden_size": base["hidden_size"] + 1}, "declined"),
