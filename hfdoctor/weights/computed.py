@@ -34,6 +34,7 @@ FIELDS_FILE = "config_fields.json"
 ROTARY_BUFFER = r"rotary_emb\.inv_freq"  # old checkpoints saved it; transformers drops it on load
 MAX_LAYERS = 1024  # as hfdoctor.weights.build refuses larger counts, so does this module
 MAX_EXPERTS = 8192
+MAX_TENSORS = 1_000_000  # 20x DeepSeek-V3's 47,000: a config asking for more is hostile, not a model
 # Keys that are no field of the config classes and that no code building these models reads, each
 # proven inert by the variant test: trainers' and servers' bookkeeping; keys older releases wrote
 # (SmolLM2's is_llama_config, GPTQ-era max_sequence_length, Qwen2.5's use_mrope, Llama 2's
@@ -427,9 +428,14 @@ def _check_values(d: Dims, family: Family) -> None:
     if layer_types is not None and not (isinstance(layer_types, list) and len(layer_types) == layers
                                         and all(t in ATTENTION_LAYER_TYPES for t in layer_types)):
         raise Declined("layer_types is not one attention type per layer")
+    experts = 0
     for key in ("num_experts", "num_local_experts"):
-        if key in d.fields and not 1 <= d.size(key) <= MAX_EXPERTS:
-            raise Declined(f"{key} is {d.get(key)}")
+        if key in d.fields:
+            experts = d.size(key)
+            if experts > MAX_EXPERTS:
+                raise Declined(f"{key} is {experts:,}, more than hfdoctor builds to compare")
+    if layers * (3 * experts + 16) > MAX_TENSORS:
+        raise Declined(f"{layers:,} layers of {experts:,} experts: more tensors than any model has")
     for key in ("sliding_window_pattern", "original_max_position_embeddings"):
         if key in config and not (_is_int(config[key]) and config[key] >= 1):
             raise Declined(f"{key} is not a positive integer")

@@ -244,6 +244,14 @@ def test_config_fields_are_what_the_installed_transformers_says():
         "python upstream_templates/make_config_fields.py")
 
 
+def test_a_hostile_size_is_declined_at_once():
+    """1,024 layers of 8,192 experts would be 25 million names: declined (by the values' checks,
+    before any name is made)."""
+    config = {**read(UPSTREAM / "Qwen--Qwen3-30B-A3B" / "config.json"), "num_hidden_layers": 1024, "num_experts": 8192}
+    assert "more tensors than any model has" in why_declined(config)
+    assert "more than hfdoctor builds" in why_declined({**config, "num_experts": 8193})
+
+
 def test_declines_say_why():
     config = read(ROOT / "fixtures" / "tiny-thinker" / "config.json")
     assert computed.compute(config).model_class == "Qwen3ForCausalLM"
