@@ -233,6 +233,26 @@ def _named_by_findings(why: str, shown: list) -> str:
     return why
 
 
+def fix_lines(result: FixResult, verb: str) -> list[tuple]:
+    """One line per fix, pass by pass: `say` arguments. With several passes a pass starts with a
+    line of its own, and a fix of what an earlier pass revealed says so."""
+    lines = []
+    for number, fixed in enumerate(result.passes, 1):
+        if len(result.passes) > 1:
+            lines.append((f"  pass {number}:",))
+        for finding in fixed:
+            title = finding.fix.title if finding.fix is not None else ""
+            revealed = " (revealed by pass {})".format(number - 1) if any(f is finding for f in result.revealed) else ""
+            lines.append(("  ", (verb, "green"), f" {finding.code} ", (finding.rule, "dim"),
+                          f" {finding.file or ''}: {title}{revealed}"))
+    return lines
+
+
+def passes_text(result: FixResult) -> str:
+    """' (2 passes)' when fixes revealed, or waited for, more fixes; '' for one pass."""
+    return f" ({len(result.passes)} passes)" if len(result.passes) > 1 else ""
+
+
 def write_fix_text(result: FixResult, console: Console, display: Display = Display()) -> None:
     """What fix did (or, with --diff, would do), then what is left, as `check` shows it."""
     after = result.after
@@ -240,11 +260,9 @@ def write_fix_text(result: FixResult, console: Console, display: Display = Displ
     verb = "would fix" if preview or not result.written else "fixed"
     if result.applied and result.files:
         say(console, (after.target, "bold"), f": {verb} {len(result.applied)} finding(s) in {', '.join(result.files)}"
-            + ("; nothing written (--diff)" if preview else ""))
-        for finding in [] if display.quiet else result.applied:
-            assert finding.fix is not None
-            say(console, "  ", (verb, "green"), f" {finding.code} ", (finding.rule, "dim"),
-                f" {finding.file or ''}: {finding.fix.title}")
+            + passes_text(result) + ("; nothing written (--diff)" if preview else ""))
+        for line in [] if display.quiet else fix_lines(result, verb):
+            say(console, *line)
     else:
         say(console, (after.target, "bold"), ": nothing to fix")
     for err in result.errors:
