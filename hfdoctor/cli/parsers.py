@@ -125,6 +125,8 @@ def probe_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=at_least(int, 1), metavar="N", help="torch's CPU threads (default: the cores "
                    "available to this process).")
     p.add_argument("--verbose", action="store_true", help="Let transformers print its progress bars and warnings.")
+    choice(p, "--dtype", ("auto", "float32", "bfloat16", "float16"), "auto", "What the model computes in (auto: "
+           "the weights' own dtype; on a CPU, float32 for 16-bit weights where it fits).")
     p.add_argument("--no-cuda-graphs", action="store_true", help="Decode without CUDA graphs (slower; to compare "
                    "with what they give).")
     return p

@@ -42,11 +42,13 @@ def run_probe(
     threads: int | None = None,
     verbose: bool = False,
     cuda_graphs: bool = True,
+    dtype: str = "auto",
 ) -> int:
     """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2).
 
     max_new_tokens: None for the default (preflight.default_budget: 1,024 on a GPU, what the weights' size
-    affords on a CPU)."""
+    affords on a CPU). dtype: what the model computes in; "auto": the weights' own, or float32 for 16-bit
+    weights on a CPU (preflight.compute_dtype)."""
     if path is not None and not has_probe_extra():
         return 2
     from rich.console import Console
@@ -64,7 +66,7 @@ def run_probe(
             endpoint_only(result, endpoint, endpoint_model, seeded, errors)
         else:
             probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file,
-                  threads or available_cores(), verbose, cuda_graphs)
+                  threads or available_cores(), verbose, cuda_graphs, dtype)
         if path is not None and (serve or endpoint):
             budget = result.max_new_tokens or max_new_tokens or 96
             probe_served(result, path, device, budget, serve, endpoint, endpoint_model, gguf_file, seeded)
@@ -158,7 +160,7 @@ def conformance_parser(repo) -> str | None:
 
 def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int | None, trust_remote_code: bool,
           errors: "Console", gguf_file: str | None = None, threads: int = 1, verbose: bool = False,
-          cuda_graphs: bool = True) -> None:
+          cuda_graphs: bool = True, dtype: str = "auto") -> None:
     """Fill `result` in, stage by stage, under a progress display on stderr."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -215,16 +217,18 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int | N
             budget, result.budget = max_new_tokens, "--max-new-tokens"
         result.max_new_tokens = budget
         kv = None if weights.gguf else preflight.kv_cache(repo.config, budget)
-        device_map = preflight.placement(weights, kv, result.device)
+        compute = preflight.compute_dtype(weights, kv, result.device, dtype)
+        loaded, kv = preflight.as_computed(weights, kv, compute)
+        device_map = preflight.placement(loaded, kv, result.device)
         if result.device != "cpu" and loads_via_cpu(result.device):
-            preflight.check_memory(weights, "cpu", staging_for=result.device)
+            preflight.check_memory(loaded, "cpu", staging_for=result.device)
         where = "every GPU (one is too small)" if device_map == "auto" else result.device
         step(f"loading {preflight.human_bytes(weights.nbytes)} of weights onto {where}")
         resources.reset_gpu_peak()
         try:
             with numerics.deterministic_kernels(determinism):
                 session = Session(path, result.device, budget, repo.eos_ids, trust_remote_code, weights.gguf,
-                                  device_map=device_map, graphs=cuda_graphs)
+                                  device_map=device_map, graphs=cuda_graphs, dtype=compute)
                 result.dtype, result.load_seconds = session.dtype, session.load_seconds
                 step(f"loaded in {session.load_seconds:.1f} s ({session.dtype})")
                 result.checks = run_checks(session, family, template, step, variant)
@@ -234,6 +238,7 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int | N
                              "host_sampled_every_s": resources.SAMPLE_SECONDS}
         result.runtime = {
             "cache": session.runtime.how, "cuda_graphs": session.runtime.graphs, "not_faster": session.runtime.why_not,
+            "weights_dtype": preflight.DTYPE_NAMES.get(weights.dtype, weights.dtype.lower()),
             "device_map": device_map or result.device,
             "gpus": torch.cuda.device_count() if device_map == "auto" else (1 if result.device != "cpu" else 0),
             **determinism.to_json(),

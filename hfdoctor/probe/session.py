@@ -144,8 +144,10 @@ def gguf_parsed_once() -> Iterator[None]:
 
 class Session:
     def __init__(self, path: str, device: str, max_new_tokens: int, eos_ids: list[int], trust_remote_code: bool,
-                 gguf_file: str | None = None, device_map: str | None = None, graphs: bool = True):
-        """device_map: "auto" spreads the model over every GPU (one is too small); else it loads onto `device`."""
+                 gguf_file: str | None = None, device_map: str | None = None, graphs: bool = True,
+                 dtype: str | None = None):
+        """device_map: "auto" spreads the model over every GPU (one is too small); else it loads onto `device`.
+        dtype: what to compute in ("float32", "bfloat16"...; preflight.compute_dtype); None: the weights' own."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -166,7 +168,8 @@ class Session:
                 self.tokenizer = AutoTokenizer.from_pretrained(
                     path, trust_remote_code=trust_remote_code, **({"gguf_file": gguf_file} if gguf_file else {}))
                 self.model = AutoModelForCausalLM.from_pretrained(
-                    path, dtype="auto", trust_remote_code=trust_remote_code, **source, **placement,
+                    path, dtype=getattr(torch, dtype) if dtype else "auto", trust_remote_code=trust_remote_code,
+                    **source, **placement,
                 ).eval()
             if via_cpu and device != "cpu":
                 self.model.to(device)

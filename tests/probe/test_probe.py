@@ -85,6 +85,7 @@ def test_thinker_passes_every_check():
     runtime = report["runtime"]
     assert runtime["cache"] == "static" and runtime["cuda_graphs"] is False and runtime["deterministic_algorithms"]
     assert runtime["not_faster"] == ["CUDA graphs need a CUDA device"] and runtime["device_map"] == "cpu"
+    assert runtime["weights_dtype"] == "float32" and report["dtype"] == "float32"
     assert [(c["rows"], c["steps"]) for c in report["generation"]] == [(5, 21), (1, 21)]
     memory = report["memory"]
     assert memory["peak_gpu_bytes"] is None
@@ -264,6 +265,17 @@ def test_vocabulary_without_think_tokens_makes_thinking_not_applicable(copy_fixt
     assert "no single <think>" in report["checks"][0]["detail"]
 
 
+def test_bf16_weights_are_computed_in_float32_on_a_cpu(tmp_path, capsys):
+    """By default a CPU computes 16-bit weights in float32 (several times faster for a batch on CPUs without
+    bf16 matrix units); --dtype bfloat16 keeps them as they are. The verdicts are the same."""
+    repo = bf16_copy(THINKER, tmp_path / "tiny-thinker-bf16")
+    _, auto, _ = probe_json(repo, capsys, max_new_tokens=32)
+    assert auto["dtype"] == "float32" and auto["runtime"]["weights_dtype"] == "bfloat16"
+    _, kept, _ = probe_json(repo, capsys, max_new_tokens=32, dtype="bfloat16")
+    assert kept["dtype"] == "bfloat16" and kept["runtime"]["weights_dtype"] == "bfloat16"
+    assert verdicts(auto) == verdicts(kept) == dict.fromkeys(CHECK_NAMES, True)
+
+
 def bf16_copy(src: Path, dest: Path) -> Path:
     from transformers import AutoModelForCausalLM
 
@@ -274,7 +286,7 @@ def bf16_copy(src: Path, dest: Path) -> Path:
 
 @pytest.mark.parametrize("lead, status", [(0.125, "inconclusive"), (4.0, "failed")])
 def test_two_identical_requests_parting_ways(tmp_path, capsys, monkeypatch, lead, status):
-    """tiny-thinker in bf16; at the third decode step of the batch, the first request and its repeat (rows 0
+    """tiny-thinker in bf16 (computed in bf16: --dtype bfloat16); at the third decode step of the batch, the first request and its repeat (rows 0
     and 1) are given two candidates near 20, each row preferring the other one, by `lead`. One unit of bf16's
     last place at 20 is 0.125: that near-tie is the hardware's arithmetic (inconclusive); a lead of 4 is not
     (failed)."""
@@ -295,7 +307,7 @@ def test_two_identical_requests_parting_ways(tmp_path, capsys, monkeypatch, lead
         return out
 
     monkeypatch.setattr(Qwen3ForCausalLM, "forward", forward)
-    _, report, _ = probe_json(repo, capsys, max_new_tokens=24)
+    _, report, _ = probe_json(repo, capsys, max_new_tokens=24, dtype="bfloat16")
     assert report["dtype"] == "bfloat16" and decode_steps
     result = next(c for c in report["checks"] if c["name"] == "deterministic")
     assert result["status"] == status, result
@@ -526,7 +538,7 @@ def test_bf16_random_llama_is_not_failed_for_batch_numerics(tmp_path, smollm2_ch
     folder = tmp_path / "random-llama-bf16"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    code, report, _ = probe_json(folder, capsys, max_new_tokens=24)
+    code, report, _ = probe_json(folder, capsys, max_new_tokens=24, dtype="bfloat16")
     statuses = {c["name"]: c for c in report["checks"]}
     assert report["dtype"] == "bfloat16"
     assert statuses["deterministic"]["status"] == "passed"
