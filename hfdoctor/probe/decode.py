@@ -143,7 +143,7 @@ class Decoder:
         """The last position's logits of one forward pass."""
         if self.keeps_logits:
             inputs["logits_to_keep"] = 1
-        return self.model(use_cache=True, **inputs).logits[:, -1, :]
+        return self.model(use_cache=True, **inputs).logits[:, -1, :].to(self.device)
 
     def _dynamic(self, ids: torch.Tensor, real: torch.Tensor, budget: int):
         """transformers' own cache and masks, growing by one token a step. Returns the prefill's logits, the
@@ -157,7 +157,7 @@ class Decoder:
                 inputs["logits_to_keep"] = 1
             out = self.model(attention_mask=state["mask"], past_key_values=state["cache"], use_cache=True, **inputs)
             state["cache"] = out.past_key_values
-            return out.logits[:, -1, :]
+            return out.logits[:, -1, :].to(self.device)  # spread over GPUs, the last layer may sit on another
 
         def feed(token: torch.Tensor, step: int) -> torch.Tensor:
             state["mask"] = torch.cat([state["mask"], torch.ones_like(state["mask"][:, :1])], dim=-1)

@@ -92,6 +92,9 @@ def deterministic_kernels(determinism: Determinism) -> Iterator[None]:
                 op = text.split(NO_DETERMINISTIC_KERNEL)[0].strip()
                 if op and op not in determinism.without_kernel:
                     determinism.without_kernel.append(op)
+            elif "CUBLAS_WORKSPACE_CONFIG" in text:  # cuBLAS started without it: its products may vary
+                determinism.cublas_workspace = None
+                determinism.note = "cuBLAS ran without CUBLAS_WORKSPACE_CONFIG: its products may differ run to run"
             else:  # not ours to swallow
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 

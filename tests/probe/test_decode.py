@@ -250,8 +250,29 @@ def test_deterministic_kernels_are_asked_for_and_put_back():
         import warnings
 
         warnings.warn("kthvalue CUDA does not have a deterministic implementation, but you set ...")
+        warnings.warn("Deterministic behavior was enabled ... but this operation is not deterministic because it "
+                      "uses CuBLAS and you have not set CUBLAS_WORKSPACE_CONFIG=:4096:8 ...")
     assert torch.are_deterministic_algorithms_enabled() == before
     assert determinism.algorithms and determinism.without_kernel == ["kthvalue CUDA"]
+    assert determinism.cublas_workspace is None and "without CUBLAS_WORKSPACE_CONFIG" in determinism.note
+
+
+@pytest.mark.parametrize("folder, asked, shows", [
+    ("openai--gpt-oss-20b", {"reasoning_effort": "low"}, "Reasoning: low"),
+    ("ByteDance-Seed--Seed-OSS-36B-Instruct", {"thinking_budget": 512}, "the thinking budget, which is 512"),
+    ("Qwen--Qwen3-8B", {}, None),
+])
+def test_short_reasoning_where_the_template_allows_it(folder, asked, shows):
+    """Real templates: gpt-oss reads reasoning_effort, Seed-OSS a thinking budget in tokens; Qwen3 neither."""
+    from hfdoctor.chat.render import render
+    from hfdoctor.probe import plan
+
+    template = (UPSTREAM / folder / "chat_template.jinja").read_text()
+    assert plan.short_reasoning(template) == asked
+    if shows:
+        messages = [{"role": "user", "content": "What is 2 plus 3?"}]
+        assert shows in render(template, messages, add_generation_prompt=True, **asked).text
+        assert shows not in render(template, messages, add_generation_prompt=True).text
 
 
 # --- the budget and the memory it needs ----------------------------------------------------------
