@@ -128,6 +128,9 @@ def explain(dtype: str, first: Any, again: Any, name: Any) -> Divergence:
     """Why two runs of the same request (`first`, `again`: Generation objects with traces) part ways at their
     first differing token. `name(token_id)` shows a token."""
     k = first_difference(first.ids, again.ids)
+    if k >= min(len(first.ids), len(again.ids)):  # one ended where the other went on: no step to compare
+        return Divergence(k, True, f"one run ended after {k} tokens and the other went on from the same tokens: "
+                          "cannot tell numerics from the model")
     a, b = first.ids[k], again.ids[k]
     ta, tb = first.trace, again.trace
     if ta is None or tb is None or k >= len(ta.top_ids) or k >= len(tb.top_ids):
@@ -142,22 +145,23 @@ def explain(dtype: str, first: Any, again: Any, name: Any) -> Divergence:
     seen = (f"the two runs' logits at that step differ by up to {jitter:.3g}" if jitter is not None else
             "the two runs kept no candidate in common")
     if first.seed is None:
+        # How far each run's pick led the other run's pick; where the other's pick was not among the candidates
+        # kept, at least as far as the last one kept.
         margins = [margin(ta, k, a, b), margin(tb, k, b, a)]
-        if any(m is None for m in margins):  # one pick was not among the other run's kept candidates
-            lower = [float(t.top_logits[k][0] - t.top_logits[k][-1]) for t in (ta, tb)]
-            if max(lower) > tolerance:
-                return Divergence(k, False, f"at token {k + 1} the runs picked {both}, at least {max(lower):.3g} "
-                                  f"apart in logits, beyond {dtype} rounding ({tolerance:.3g}); {seen}")
+        bounds = [m if m is not None else float(t.top_logits[k][0] - t.top_logits[k][-1])
+                  for m, t in zip(margins, (ta, tb))]
+        exact = all(m is not None for m in margins)
+        if max(bounds) > tolerance:
+            apart = f"{max(bounds):.3g}" if exact else f"at least {max(bounds):.3g}"
+            return Divergence(k, False, f"at token {k + 1} the runs picked {both}, {apart} apart in logits, "
+                              f"beyond {dtype} rounding ({tolerance:.3g}); {seen}")
+        if not exact:
             return Divergence(k, True, f"at token {k + 1} the runs picked {both}, and more than "
                               f"{len(ta.top_ids[k])} candidates were within {dtype} rounding of each other: "
                               "cannot tell numerics from the model")
-        worst = max(margins)
-        if worst <= tolerance:
-            return Divergence(k, True, f"at token {k + 1} the top candidates {both} were within {dtype} rounding "
-                              f"(logits {margins[0]:.3g} and {margins[1]:.3g} apart in the two runs; rounding at "
-                              f"this scale: {tolerance:.3g}); {seen}: GPU arithmetic, not the model")
-        return Divergence(k, False, f"at token {k + 1} the runs picked {both}, whose logits are {worst:.3g} apart, "
-                          f"beyond {dtype} rounding ({tolerance:.3g}); {seen}")
+        return Divergence(k, True, f"at token {k + 1} the top candidates {both} were within {dtype} rounding "
+                          f"(logits {bounds[0]:.3g} and {bounds[1]:.3g} apart in the two runs; rounding at this "
+                          f"scale: {tolerance:.3g}); {seen}: GPU arithmetic, not the model")
     draw_a, draw_b = float(ta.draw[k]), float(tb.draw[k])
     if draw_a != draw_b:
         return Divergence(k, False, f"at token {k + 1} the two runs drew different random numbers with the same "

@@ -211,11 +211,14 @@ def test_greedy_runs_parting_with_a_clear_winner_are_not_explained():
     first = traced([1], [{"logits": {1: 20.0, 2: 15.0}}])
     again = traced([2], [{"logits": {2: 20.0, 1: 15.0}}])
     why = numerics.explain("bfloat16", first, again, name)
-    assert not why.explained and "5 apart, beyond bfloat16 rounding" in why.detail
+    assert not why.explained and "5 apart in logits, beyond bfloat16 rounding" in why.detail
     # the second run's pick was not even among the first run's kept candidates, which spread well apart
     far = traced([9], [{"logits": {9: 20.0}}])
     why = numerics.explain("bfloat16", first, far, name)
     assert not why.explained and "at least" in why.detail
+    # no step to compare (one run ended where the other went on): never blamed on the model
+    longer = traced([1, 7], [{"logits": {1: 20.0}}, {"logits": {7: 3.0}}])
+    assert numerics.explain("bfloat16", first, longer, name).explained
 
 
 def test_sampled_runs_parting_near_an_edge_of_the_distribution_are_explained():

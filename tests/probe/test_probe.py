@@ -315,7 +315,7 @@ def test_two_identical_requests_parting_ways(tmp_path, capsys, monkeypatch, lead
     if status == "inconclusive":
         assert "within bfloat16 rounding" in result["detail"] and "not the model" in result["detail"]
     else:
-        assert "4 apart, beyond bfloat16 rounding" in result["detail"]
+        assert "4 apart in logits, beyond bfloat16 rounding" in result["detail"]
 
 
 # --- the decisions, on hand-made replies ---------------------------------------------
