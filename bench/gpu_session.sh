@@ -5,7 +5,7 @@
 #     bash bench/gpu_session.sh prepare
 # copies what the GPU machine lacks into folders .gitignore names: .gpu/upstream (the Qwen3-8B metadata and
 # the Qwen3-30B-A3B config from ../shared/upstream, which does not travel) and .whl (minijinja and google-re2
-# wheels for its Python 3.12; every other dependency of hfdoctor is there), 18 MB together.
+# wheels for its Python 3.12, and the transformers the tests pin; every other dependency is there), 31 MB.
 #
 # Then, with the device tool, carrying .gpu and .whl:
 #     bash bench/gpu_session.sh run
@@ -19,6 +19,10 @@ set -u
 cd "$(dirname "$0")/.."
 SHARED=${HFDOCTOR_SHARED:-../shared}
 
+version() {
+    python3 -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"
+}
+
 prepare() {
     set -e
     mkdir -p .gpu/upstream/Qwen--Qwen3-8B .gpu/upstream/Qwen--Qwen3-30B-A3B .whl
@@ -27,8 +31,8 @@ prepare() {
     cp "$SHARED"/upstream/Qwen--Qwen3-30B-A3B/config.json .gpu/upstream/Qwen--Qwen3-30B-A3B/
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .whl "minijinja==$(python3 -c 'import importlib.metadata as m; print(m.version("minijinja"))')" \
-        "google-re2==$(python3 -c 'import importlib.metadata as m; print(m.version("google-re2"))')"
+        -d .whl "minijinja==$(version minijinja)" "google-re2==$(version google-re2)" \
+        "transformers==$(version transformers)"
     du -sh .gpu .whl
     echo "carry: .gpu .whl; command: bash bench/gpu_session.sh run"
 }
@@ -41,6 +45,8 @@ run() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl || exit 1
     export PYTHONPATH="/tmp/site:$PWD"
+    # the transformers the tests pin (the machine has its own, older); if it cannot import there, the machine's
+    python3 -c "import transformers" 2>/dev/null || rm -rf /tmp/site/transformers /tmp/site/transformers-*
     export HFDOCTOR_TEST_UPSTREAM="$PWD/.gpu/upstream"
     export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
