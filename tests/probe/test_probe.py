@@ -108,7 +108,7 @@ def test_nothinker_fails_think_on():
 def test_long_thinker_is_conclusive_at_the_default_budget():
     """tiny-long-thinker reasons for 372 tokens before answering, as real reasoning models do: with no
     --max-new-tokens, the CPU default for 674 KiB of weights (1,024 tokens) lets it close its block."""
-    proc = run_cli("probe", str(LONG_THINKER), "--device", "cpu", "--format", "json")
+    proc = run_cli("probe", str(LONG_THINKER), "--device", "cpu", "--format", "json", "--threads", "1")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert verdicts(report) == dict.fromkeys(CHECK_NAMES, True)
@@ -120,7 +120,7 @@ def test_long_thinker_is_conclusive_at_the_default_budget():
 
 
 def test_long_thinker_at_96_tokens_names_the_budget_to_rerun_with(capsys):
-    code, report, _ = probe_json(LONG_THINKER, capsys, max_new_tokens=96)
+    code, report, _ = probe_json(LONG_THINKER, capsys, max_new_tokens=96, threads=1)
     checks_ = {c["name"]: c for c in report["checks"]}
     assert checks_["think-on"]["status"] == "inconclusive"
     assert "still open after the 96-token budget: rerun with --max-new-tokens 1024" in checks_["think-on"]["detail"]
@@ -269,9 +269,9 @@ def test_bf16_weights_are_computed_in_float32_on_a_cpu(tmp_path, capsys):
     """By default a CPU computes 16-bit weights in float32 (several times faster for a batch on CPUs without
     bf16 matrix units); --dtype bfloat16 keeps them as they are. The verdicts are the same."""
     repo = bf16_copy(THINKER, tmp_path / "tiny-thinker-bf16")
-    _, auto, _ = probe_json(repo, capsys, max_new_tokens=32)
+    _, auto, _ = probe_json(repo, capsys, max_new_tokens=32, threads=1)
     assert auto["dtype"] == "float32" and auto["runtime"]["weights_dtype"] == "bfloat16"
-    _, kept, _ = probe_json(repo, capsys, max_new_tokens=32, dtype="bfloat16")
+    _, kept, _ = probe_json(repo, capsys, max_new_tokens=32, dtype="bfloat16", threads=1)
     assert kept["dtype"] == "bfloat16" and kept["runtime"]["weights_dtype"] == "bfloat16"
     assert verdicts(auto) == verdicts(kept) == dict.fromkeys(CHECK_NAMES, True)
 
