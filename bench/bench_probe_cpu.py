@@ -11,7 +11,7 @@ The ratio probe / generate is what the probe's checks cost in units of one reply
 Each figure is the median of --runs runs, the two alternating, on --threads torch threads (1 by default:
 on a shared machine more threads mostly wait for each other).
 
-    python bench/bench_probe_cpu.py [--runs 3] [--threads 1] [--max-new-tokens 96]
+    python bench/bench_probe_cpu.py [--runs 3] [--threads 1] [--max-new-tokens 96] [--dtype bfloat16]
 
 It measures whichever hfdoctor is imported (PYTHONPATH), so that an older checkout can be measured with the
 same script; the first line says which.
@@ -56,7 +56,7 @@ def plain_generate(path: Path, budget: int) -> float:
     return seconds
 
 
-def probe(path: Path, budget: int, threads: int) -> tuple[float, float, dict]:
+def probe(path: Path, budget: int, threads: int, dtype: str | None) -> tuple[float, float, dict]:
     """(seconds inside Session.generate, wall seconds, the JSON report)."""
     from hfdoctor.probe import run_probe, session
 
@@ -75,7 +75,8 @@ def probe(path: Path, budget: int, threads: int) -> tuple[float, float, dict]:
     started = time.perf_counter()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            run_probe(str(path), device="cpu", max_new_tokens=budget, output_format="json", threads=threads)
+            run_probe(str(path), device="cpu", max_new_tokens=budget, output_format="json", threads=threads,
+                      **({"dtype": dtype} if dtype else {}))
     finally:
         session.Session.generate = original
     return spent[0], time.perf_counter() - started, json.loads(out.getvalue())
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--dtype", help="the probe's --dtype (default: its own default)")
     args = parser.parse_args(argv)
 
     import torch
@@ -106,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         report: dict = {}
         for run in range(args.runs):
             generate_s.append(plain_generate(path, args.max_new_tokens))
-            spent, wall, report = probe(path, args.max_new_tokens, args.threads)
+            spent, wall, report = probe(path, args.max_new_tokens, args.threads, args.dtype)
             probe_s.append(spent)
             wall_s.append(wall)
             torch.set_num_threads(args.threads)  # the probe sets its own
