@@ -191,7 +191,8 @@ def probe(args: argparse.Namespace) -> int:
         path = local_directory(args.target, "probe")
     return run_probe(path, device=args.device, max_new_tokens=args.max_new_tokens, output_format=args.format,
                      trust_remote_code=args.trust_remote_code, console=stdout_console(), display_target=args.target,
-                     gguf_file=gguf_file, serve=args.serve, threads=args.threads, verbose=args.verbose, **served)
+                     gguf_file=gguf_file, serve=args.serve, threads=args.threads, verbose=args.verbose,
+                     cuda_graphs=not args.no_cuda_graphs, dtype=args.dtype, **served)
 
 
 # --- rules, explain, hook install -------------------------------------------------------

@@ -126,8 +126,9 @@ def probe_parser() -> argparse.ArgumentParser:
     p.add_argument("target", nargs="?", metavar="TARGET", help="Checkpoint directory whose weights to load, or a "
                    ".gguf file (none with --endpoint: the endpoint alone).")
     choice(p, "--device", DEVICES, "auto", "Where to run the model.")
-    p.add_argument("--max-new-tokens", type=at_least(int, 1), default=96, metavar="N",
-                   help="Generation budget per check (default: 96).")
+    p.add_argument("--max-new-tokens", type=at_least(int, 1), default=None, metavar="N",
+                   help="Generation budget per reply (default: 1024 on a GPU; on a CPU what the weights' size "
+                   "affords, 1024 for small models down to 96).")
     choice(p, "--format", FORMATS, "text", "Output format.")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="Allow the repository's own Python code to run (off by default).")
@@ -142,6 +143,10 @@ def probe_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=at_least(int, 1), metavar="N", help="torch's CPU threads (default: the cores "
                    "available to this process).")
     p.add_argument("--verbose", action="store_true", help="Let transformers print its progress bars and warnings.")
+    choice(p, "--dtype", ("auto", "float32", "bfloat16", "float16"), "auto", "What the model computes in (auto: "
+           "the weights' own dtype; on a CPU, float32 for 16-bit weights where it fits).")
+    p.add_argument("--no-cuda-graphs", action="store_true", help="Decode without CUDA graphs (slower; to compare "
+                   "with what they give).")
     return p
 
 
