@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hfdoctor.knowledge.registry import CanonicalTemplate, Variant, data_file
-from hfdoctor.sources.targets import hf_cache_dir
+from hfdoctor.sources.hub_cache import hf_cache_dir
 from hfdoctor.bounded.memo import memoized
 
 
