@@ -24,6 +24,7 @@ import os
 import posixpath
 import string
 import subprocess
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
 
@@ -41,6 +42,9 @@ HEX = frozenset(string.hexdigits.lower())
 # The most of one plain blob a ranged read pulls into memory (the pickle scanner reads up
 # to 64 MB of a file; headers are far smaller).
 MAX_BLOB_PREFIX = 128 * 1024 * 1024
+# Of the prefixes read, the most recent are kept (a reader reads one file in several steps) up
+# to this many bytes in all, never those of every blob: 5.6 MB of .git held 1.16 GB that way.
+MAX_KEPT_PREFIX_BYTES = 128 * 1024 * 1024
 MAX_LINK_BYTES = 4096  # PATH_MAX: a symbolic link's target
 SMALL_BATCH_BYTES = 8 * 1024 * 1024  # of small blobs one `git cat-file --batch` returns
 MAX_SMALL_BYTES = 64 * 1024 * 1024  # of small blobs kept in memory (a tree of 60,000 links)
@@ -191,7 +195,7 @@ class GitSource(Source):
         self.git_dir = git_dir
         self.lfs_objects = git_dir / "lfs" / "objects"
         self.revision = {"requested": rev, "commit": self.commit}
-        self._prefixes: dict[str, bytes] = {}  # blob sha -> the bytes read of it so far
+        self._prefixes: OrderedDict[str, bytes] = OrderedDict()  # blob sha -> the bytes read of it, latest last
 
     @property
     def label(self) -> str:
@@ -366,6 +370,8 @@ class GitSource(Source):
         have = self._prefixes.get(sha, b"")
         whole = size is not None and len(have) >= size
         if len(have) >= n or whole:
+            if have:
+                self._prefixes.move_to_end(sha)
             return have
         want = min(max(n, 2 * len(have), 1 << 20), MAX_BLOB_PREFIX)
         if want <= len(have):
@@ -381,5 +387,14 @@ class GitSource(Source):
         finally:
             proc.kill()
             proc.wait(timeout=GIT_TIMEOUT_S)
-        self._prefixes[sha] = data
+        self._keep_prefix(sha, data)
         return data
+
+    def _keep_prefix(self, sha: str, data: bytes) -> None:
+        """Keep `data` as the latest prefix; drop the oldest others past MAX_KEPT_PREFIX_BYTES."""
+        self._prefixes.pop(sha, None)
+        self._prefixes[sha] = data
+        kept = sum(len(prefix) for prefix in self._prefixes.values())
+        while kept > MAX_KEPT_PREFIX_BYTES and len(self._prefixes) > 1:
+            _, dropped = self._prefixes.popitem(last=False)
+            kept -= len(dropped)
