@@ -54,6 +54,7 @@ class Options:
     timeout_s: float = 120.0
     env_upstream: bool = True  # also read HFDOCTOR_UPSTREAM
     git_since: str | None = None  # --git-since: blob rules see every commit after it (pre-push)
+    git_remote: str | None = None  # --git-remote: the remote pushed to (pre-push)
 
     def upstream(self) -> Upstream:
         dirs = list(self.upstream_dirs)
@@ -102,7 +103,7 @@ def check_target(
     if ignore is not None:
         options = replace(options, ignore=tuple(ignore))
     targets = TargetOptions(revision=options.revision, git_rev=options.git_rev, git_since=options.git_since,
-                            cache=options.cache, timeout_s=options.timeout_s)
+                            git_remote=options.git_remote, cache=options.cache, timeout_s=options.timeout_s)
     remote = options.git_rev is None and not os.path.isdir(target)
     source = None
     try:

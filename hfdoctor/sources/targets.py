@@ -35,6 +35,7 @@ class TargetOptions:
     revision: str | None = None  # --revision, for Hub ids
     git_rev: str | None = None  # --git-rev, for directories
     git_since: str | None = None  # --git-since: the commits after it are pushed too (blob rules)
+    git_remote: str | None = None  # --git-remote: the remote pushed to (what its tracking refs have is not sent)
     cache: bool = False  # write what a Hub check downloads into the HF cache
     timeout_s: float = 120.0  # the deadline of one Hub repository
 
@@ -59,7 +60,7 @@ def open_source(target: str, options: TargetOptions | None = None) -> Source:
     """
     options = options or TargetOptions()
     if options.git_rev is not None:
-        return GitSource(target, options.git_rev, since=options.git_since)
+        return GitSource(target, options.git_rev, since=options.git_since, remote=options.git_remote)
     if os.path.isdir(target):
         if options.revision is not None:
             raise SourceError("--revision is for Hub repositories; this is a directory (use --git-rev)")
