@@ -131,7 +131,8 @@ def probe(args: argparse.Namespace) -> int:
     """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
     from hfdoctor.probe import run_probe
 
-    served = dict(endpoint=args.endpoint, endpoint_model=args.endpoint_model, seeded=args.seeded)
+    served = dict(endpoint=args.endpoint, endpoint_model=args.endpoint_model, seeded=args.seeded,
+                  endpoint_deadline=args.endpoint_deadline)
     if args.target is None:
         if args.endpoint is None:
             fail("give a TARGET (a checkpoint directory), or --endpoint URL to probe a running server alone")

@@ -124,6 +124,9 @@ def probe_parser() -> argparse.ArgumentParser:
                    "its first listed model).")
     p.add_argument("--seeded", action="store_true", help="The server promises seeded determinism: seed-parity "
                    "differences fail instead of being inconclusive.")
+    p.add_argument("--endpoint-deadline", type=at_least(float, 1.0), metavar="SECONDS", help="Seconds the whole "
+                   "probe through --endpoint (or --serve) may take, all requests together (default: 120); the checks "
+                   "it stops are inconclusive.")
     p.add_argument("--threads", type=at_least(int, 1), metavar="N", help="torch's CPU threads (default: the cores "
                    "available to this process).")
     p.add_argument("--verbose", action="store_true", help="Let transformers print its progress bars and warnings.")
