@@ -359,7 +359,7 @@ class GitSource(Source):
         if blob.size > limit:
             raise Unreadable(f"is {blob.size:,} bytes, more than the {limit // (1 << 20)} MB hfdoctor reads of a "
                              "blob of an earlier commit")
-        data = self.read_blob(blob.sha, limit)
+        data = self.read_blob(blob.sha, limit, blob.size)
         pointer = lfs_oid(data) if len(data) <= LFS_POINTER_MAX and data.startswith(LFS_PREFIX) else None
         if pointer is None:
             return io.BytesIO(data)
@@ -367,10 +367,10 @@ class GitSource(Source):
             return None
         return open(self._lfs_path(pointer[0]), "rb")
 
-    def read_blob(self, sha: str, limit: int) -> bytes:
-        """A pushed blob's bytes (at most `limit`, charged to the budget)."""
+    def read_blob(self, sha: str, limit: int, size: int | None = None) -> bytes:
+        """A pushed blob's bytes (at most `limit`; its size, when known, or `limit` charged to the budget)."""
         budget = self.budget or Budget()
-        if not budget.take(limit):
+        if not budget.take(min(limit, size) if size is not None else limit):
             budget.skip_for_bytes("blobs of earlier pushed commits")
             raise Unreadable("was not read: the read budget of this check ran out")
         return self._blob(sha, limit)

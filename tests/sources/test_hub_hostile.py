@@ -159,7 +159,7 @@ def test_a_repo_id_that_is_a_path_is_never_asked_for(hub):
     from hfdoctor.sources.base import SourceError
     from hfdoctor.sources.hub import HubSource
 
-    for bad in ("../../api/models/x", "acme/x?blobs=false", "acme/x/../y", "/abs"):
+    for bad in ("../../api/models/x", "acme/x?blobs=false", "acme/x/../y", "/abs", "acme--x/y"):
         with pytest.raises(SourceError, match="not a Hub repo id"):
             HubSource(bad, hub_endpoint=hub.endpoint)
     assert hub.requests == []
