@@ -139,6 +139,28 @@ def test_a_pickle_not_proven_safe_in_history_is_an_error(tmp_path, env):
     assert "not proven safe" in finding["message"] and added[:12] in finding["message"]
 
 
+TRAINER = TESTS / "corpus" / "adapters" / "folders" / "Dheena731__tinyLlama-finetune"
+
+
+def test_published_training_pickles_in_history_are_not_flagged(tmp_path, env):
+    """What the Trainer writes, as published (training_args.bin, rng_state.pth, scaler.pt,
+    scheduler.pt), added in one commit and removed in the next: nothing in them runs code, and
+    each is read to its end, so history is as quiet as the tip (SEC004 is info, not history's)."""
+    repo = model_repo(tmp_path, env, "origin")
+    git(repo, env, "push", "-q", "--no-verify", "origin", "main")
+    since = git(repo, env, "rev-parse", "HEAD").stdout.strip()
+    names = ("training_args.bin", "rng_state.pth", "scaler.pt", "scheduler.pt")
+    for name in names:
+        shutil.copy(TRAINER / name, repo / name)
+    commit_all(repo, env, "trainer state")
+    for name in names:
+        (repo / name).unlink()
+    commit_all(repo, env, "without it")
+    proc, report = audited_check(repo, env, tmp_path / "audit.log", "--git-rev", "HEAD", "--git-since", since,
+                                 "--git-remote", "origin")
+    assert history_findings(report) == [] and proc.returncode == 0, report["findings"]
+
+
 def fast_import(repo: Path, env: dict[str, str], commits: int) -> None:
     """`commits` commits on main, made at once: the first adds optimizer.pt (the payload) beside
     config.json, the second removes it, the others change notes.txt."""
@@ -230,16 +252,21 @@ def test_the_hook_runs_the_python_it_was_installed_from(tmp_path):
 
 def test_no_git_lfs_and_an_lfs_rule_in_a_nested_gitattributes_refuses_the_push(tmp_path, env):
     repo = model_repo(tmp_path, env, "origin")
+    install(repo, env)
+    hook_env = {**env, "PATH": tools_without(tmp_path, "git-lfs")}
+
+    def pre_push(sha: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(repo / ".git" / "hooks" / "pre-push"), "origin", str(tmp_path / "origin.git")],
+                              cwd=repo, env=hook_env, capture_output=True, text=True, timeout=240,
+                              input=f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n")
+
+    clean = pre_push(git(repo, env, "rev-parse", "HEAD").stdout.strip())
+    assert clean.returncode == 0, clean.stderr[-2000:]  # nothing routed through git-lfs: nothing to refuse
     (repo / "data").mkdir()
     (repo / "data" / ".gitattributes").write_text("*.parquet filter=lfs diff=lfs merge=lfs -text\n")
     oid = "a" * 64
     (repo / "data" / "train.parquet").write_text(f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\n"
                                                 "size 123456789\n")  # a pointer, as a clone with git-lfs holds it
-    sha = commit_all(repo, env, "data through git-lfs")
-    install(repo, env)
-    hook_env = {**env, "PATH": tools_without(tmp_path, "git-lfs")}
-    done = subprocess.run([str(repo / ".git" / "hooks" / "pre-push"), "origin", str(tmp_path / "origin.git")],
-                          cwd=repo, env=hook_env, capture_output=True, text=True, timeout=240,
-                          input=f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n")
+    done = pre_push(commit_all(repo, env, "data through git-lfs"))
     assert done.returncode == 2, done.stderr[-2000:]
     assert "git-lfs is not on PATH" in done.stderr and "pointers without their objects" in done.stderr
