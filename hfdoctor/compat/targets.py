@@ -9,6 +9,7 @@ to everyone else it is a note. The evidence is what the repository itself says:
   transformers.js, an MLX quantization block for mlx-lm;
 - a transformers checkpoint (config.json) targets transformers, 4.x included unless the
   card requires 5.x.
+A configuration file's `engines` replaces all of this: the user says what they serve with.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ MAX_CARD_CHARS = 200_000  # where the names are: the first part of a card, not i
 
 @fact
 def targeted_engines(repo: ModelRepo) -> dict[str, str]:
-    """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it."""
+    """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it: what a
+    configuration file declares, else what the repository shows."""
+    if repo.declared_engines is not None:
+        return dict(repo.declared_engines)
     return _find(repo)
 
 

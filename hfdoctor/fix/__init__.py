@@ -47,9 +47,14 @@ def run_fix(
     output_format: str,
     console: Console,
     display: Display = Display(),
+    settings=None,
+    engines: dict[str, str] | None = None,
 ) -> int:
-    """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left."""
-    plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes)
+    """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left.
+
+    `settings` and `engines`: the target's configuration file (hfdoctor.lint.configured)."""
+    plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes,
+                      settings=settings, engines=engines)
     errors = list(plan.internal_errors)
     written = False
     # plan.after was checked on exactly the bytes that write_changes puts on disk.

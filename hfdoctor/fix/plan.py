@@ -38,8 +38,9 @@ MAX_PASSES = 8
 class PatchedRepo(ModelRepo):
     """A repo seen as it will be once `changes` are written: reads see the new bytes."""
 
-    def __init__(self, path: str | os.PathLike[str], upstream, changes: dict[str, bytes]):
-        super().__init__(path, upstream=upstream)
+    def __init__(self, path: str | os.PathLike[str], upstream, changes: dict[str, bytes],
+                 engines: dict[str, str] | None = None):
+        super().__init__(path, upstream=upstream, engines=engines)
         self.changes = dict(changes)
 
     def raw(self, rel: str) -> bytes | None:
@@ -71,15 +72,18 @@ class Plan:
     revealed: list[Finding] = field(default_factory=list)
 
 
-def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upstream=None, unsafe_fixes=False) -> Plan:
-    """Check, fix in memory, re-check, until no more fixes apply. Writes nothing."""
+def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upstream=None, unsafe_fixes=False,
+               settings=None, engines: dict[str, str] | None = None) -> Plan:
+    """Check, fix in memory, re-check, until no more fixes apply. Writes nothing.
+
+    `settings` and `engines`: a configuration file's (hfdoctor.lint.configured), replacing select/ignore."""
     root = Path(target)
     upstream = upstream if upstream is not None else Upstream.from_options()
 
     def check(changes: dict[str, bytes]) -> tuple[PatchedRepo, Report]:
         """The patched view and its report: the fixes' offsets are into that view's bytes."""
-        repo = PatchedRepo(root, upstream, changes)
-        return repo, check_repo(repo, select=select, ignore=ignore, target=str(target))
+        repo = PatchedRepo(root, upstream, changes, engines)
+        return repo, check_repo(repo, select=select, ignore=ignore, target=str(target), settings=settings)
 
     original: dict[str, bytes | None] = {}
     changed: dict[str, bytes] = {}

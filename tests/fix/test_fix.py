@@ -34,6 +34,7 @@ from hfdoctor.lint.edits.template_edits import missing_template_fix
 from hfdoctor.fix import run_fix
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, writable_path, write_changes
+from hfdoctor.report.text import Display
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge import upstream as upstream_mod
 from hfdoctor.knowledge.upstream import Upstream, canonical_template
@@ -83,7 +84,8 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
 def fix_in_process(target: Path, *, diff=False, unsafe=False, select=(), fmt="text", upstream=OFFLINE_UPSTREAM):
     out = io.StringIO()
     code = run_fix(str(target), diff=diff, unsafe_fixes=unsafe, select=list(select), ignore=[], upstream=upstream,
-                   fail_on=Severity.ERROR, output_format=fmt, console=Console(file=out, width=300, highlight=False))
+                   fail_on=Severity.ERROR, output_format=fmt, console=Console(file=out, width=300, highlight=False),
+                   display=Display(verbose=True))  # whole messages: the tests read them
     return code, out.getvalue()
 
 
