@@ -87,6 +87,7 @@ class Options:
     timeout_s: float = 120.0
     env_upstream: bool = True  # also read HFDOCTOR_UPSTREAM
     git_since: str | None = None  # --git-since: blob rules see every commit after it (pre-push)
+    git_remote: str | None = None  # --git-remote: the remote pushed to (pre-push)
     fail_on: str | None = None  # None: the file's, else error
     settings: Settings | None = None  # --config: this file for every target, none discovered
     isolated: bool = False  # --isolated: no configuration file at all

@@ -15,7 +15,9 @@ It speaks the endpoints huggingface_hub uses to read a model repo:
 - discussions and their comments (list, details, create, comment, edit) and whoami, for the
   webhook runner: tests/hub_discussions.py, with its faults (503s, calls that hang).
 Repos are dicts of path -> bytes or a file on disk (sparse weights: only the requested
-ranges are read). Every body byte sent is counted per repo. A repo named `*/hang` never
+ranges are read). A repo can be made hostile: `etag` replaces every ETag it sends (an absolute
+path, `../x`), `missing_commit` is the X-Repo-Commit of its 404s, `info_body` is sent as its
+model info whatever was asked. Every body byte sent is counted per repo. A repo named `*/hang` never
 answers (until the server stops). Only 127.0.0.1 is bound.
 """
 
@@ -45,6 +47,9 @@ class HubRepo:
     history: dict[str, dict[str, bytes | Path]] = field(default_factory=dict)  # commit -> its files
     refs: dict[str, str] = field(default_factory=dict)  # "refs/pr/1" -> commit
     discussions: list[dict] = field(default_factory=list)  # pull requests, as the API lists them
+    etag: str | None = None  # hostile: the ETag of every file, in place of its blob id
+    missing_commit: str | None = None  # hostile: X-Repo-Commit of a 404 (a file not in the repo)
+    info_body: bytes | None = None  # hostile: the model info reply, as is
 
     def __post_init__(self):
         if not self.commits:
@@ -53,7 +58,8 @@ class HubRepo:
 
     def at(self, commit: str) -> "HubRepo":
         """This repo as it was at `commit` (reads serve that commit's files)."""
-        return HubRepo(self.history[commit], self.gated, self.read_only, [commit], {commit: self.history[commit]})
+        return HubRepo(self.history[commit], self.gated, self.read_only, [commit], {commit: self.history[commit]},
+                       etag=self.etag, missing_commit=self.missing_commit, info_body=self.info_body)
 
     @staticmethod
     def _commit_of(files: dict[str, bytes | Path]) -> str:
@@ -289,6 +295,8 @@ class _Handler(DiscussionsMixin, BaseHTTPRequestHandler):
         if commit is None:
             return
         repo = repo.at(commit)
+        if repo.info_body is not None:
+            return self._send(200, repo.info_body, {"Content-Type": "application/json"}, repo_id=repo_id)
         body = json.dumps({"_id": repo_id, "id": repo_id, "modelId": repo_id, "sha": commit, "private": False,
                            "gated": "auto" if repo.gated else False, "tags": [],
                            "siblings": self._siblings(repo)}).encode()
@@ -315,8 +323,9 @@ class _Handler(DiscussionsMixin, BaseHTTPRequestHandler):
         repo = repo.at(commit)
         if path not in repo.files:
             return self._send(404, b'{"error":"Entry not found"}', {"X-Error-Code": "EntryNotFound",
-                                                                    "X-Repo-Commit": commit}, head=head)
-        etag = f'"{repo.blob_id(path)}"'
+                                                                    "X-Repo-Commit": repo.missing_commit or commit},
+                              head=head)
+        etag = f'"{repo.etag or repo.blob_id(path)}"'
         headers = {"X-Repo-Commit": commit, "ETag": etag, "Accept-Ranges": "bytes"}
         if path.endswith(LFS_SUFFIXES):  # to the CDN, as the Hub redirects LFS files
             headers.update({"Location": f"{self.hub.cdn_endpoint}/{repo_id}/{commit}/{path}",

@@ -23,10 +23,13 @@ def check(args: argparse.Namespace) -> int:
         fail("give at least one TARGET (or --from FILE)")
     if args.git_since is not None and args.git_rev is None:
         fail("--git-since needs --git-rev (the commit being pushed)")
+    if args.git_remote is not None and args.git_since is None:
+        fail("--git-remote needs --git-since (the commit the remote has)")
     if args.baseline is not None and not os.path.isfile(args.baseline):
         fail(f"--baseline {args.baseline}: no such file (write it with --write-baseline)")
     options = command_options(args, revision=args.revision, git_rev=args.git_rev, cache=args.cache,
-                              timeout_s=args.timeout, git_since=args.git_since, baseline=args.baseline,
+                              timeout_s=args.timeout, git_since=args.git_since,
+                              git_remote=args.git_remote, baseline=args.baseline,
                               use_baseline=args.write_baseline is None)
     workers = args.jobs or os.cpu_count() or 1
     display = text_display(args)
@@ -178,7 +181,8 @@ def probe(args: argparse.Namespace) -> int:
     """Load the weights and test behaviour: thinking on/off, stopping at eos, determinism."""
     from hfdoctor.probe import run_probe
 
-    served = dict(endpoint=args.endpoint, endpoint_model=args.endpoint_model, seeded=args.seeded)
+    served = dict(endpoint=args.endpoint, endpoint_model=args.endpoint_model, seeded=args.seeded,
+                  endpoint_deadline=args.endpoint_deadline)
     if args.target is None:
         if args.endpoint is None:
             fail("give a TARGET (a checkpoint directory), or --endpoint URL to probe a running server alone")
@@ -259,11 +263,13 @@ def hook_install(args: argparse.Namespace) -> int:
 
     For each pushed ref, every rule judges the pushed commit (--git-rev: the tip, what gets
     served), and the blob rules (lfs-attributes: plain blobs over 10 MiB;
-    unsafe-pickle-in-history: pickles that import code) also judge every blob that the
-    pushed commits add (remote..local; every commit no remote has for a new branch), each
-    blob once. The working tree is never read. A pre-push hook that was already there
-    (git-lfs's, which uploads the LFS objects; pre-commit's) is kept and runs after
-    hfdoctor's check passes, so a blocked push uploads nothing. Bypass once with `git push --no-verify`."""
+    unsafe-pickle-in-history: pickles that import code or are not proven safe, and the LFS
+    objects git-lfs would upload) also judge every blob the push sends (what the remote
+    pushed to has neither by its ref nor by its tracking refs), each blob once. The working
+    tree is never read. The hook runs the Python it was installed with, by absolute path. A
+    pre-push hook that was already there (git-lfs's, which uploads the LFS objects;
+    pre-commit's) is kept and runs after hfdoctor's check passes, so a blocked push uploads
+    nothing. Bypass once with `git push --no-verify`."""
     from hfdoctor.cli.hook import install_pre_push, lfs_advice
     from hfdoctor.report.text import say
 

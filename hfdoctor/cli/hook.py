@@ -9,7 +9,13 @@ and runs it after its own verdict, with the same arguments and the same standard
 a push that hfdoctor blocks uploads nothing, and a push it lets through uploads as before.
 When git-lfs is set up after hfdoctor (`git lfs install` then says "Hook already exists" and
 writes nothing), the hook runs `git lfs pre-push` itself wherever the repository is configured
-for LFS. `hook uninstall` puts the chained hook back.
+for LFS; without git-lfs on PATH, a push whose commits route files through git-lfs (a
+.gitattributes at any depth) is refused, since nothing would upload their objects. `hook
+uninstall` puts the chained hook back.
+
+The hook starts hfdoctor with the Python it was installed from, by absolute path, and looks
+programs up in PATH's absolute entries only: git runs hooks in the work tree, where an empty
+PATH entry, or Python's own `sys.path[0] = ''`, would find the repository's `./hfdoctor` first.
 """
 
 from __future__ import annotations
@@ -46,11 +52,20 @@ def hooks_dir(repo: Path) -> Path:
     return path if path.is_absolute() else (repo / path)
 
 
-def hook_script(fail_on: str | None = None, check_args: tuple[str, ...] = ()) -> str:
+# How the hook starts hfdoctor: the Python it was installed from, by absolute path, and its
+# hfdoctor package, never a `./hfdoctor` or `hfdoctor/` of the repository being pushed (git runs
+# the hook in the work tree: an empty PATH entry, or Python's own sys.path[0] = '' of -c and -m,
+# would find the repository's first).
+LAUNCH = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+          "from hfdoctor.cli import main; main()")
+
+
+def hook_script(fail_on: str | None = None, check_args: tuple[str, ...] = (), python: str | None = None) -> str:
     """The hook's text. `fail_on` and `check_args` (--select, --ignore, --config: what `hook
     install` was given) are stored in it, quoted; without them `check` reads the repository's
-    configuration file as it does for a directory."""
-    python = shlex.quote(sys.executable)
+    configuration file as it does for a directory. `python`: the interpreter that runs hfdoctor
+    (this one)."""
+    python = shlex.quote(python or sys.executable)
     stored = " ".join(shlex.quote(a) for a in ((("--fail-on", fail_on) if fail_on else ()) + tuple(check_args)))
     verdict = f"--fail-on {fail_on}" if fail_on else "the configuration's fail-on (else error)"
     return f"""#!/bin/sh
@@ -58,32 +73,47 @@ def hook_script(fail_on: str | None = None, check_args: tuple[str, ...] = ()) ->
 # Checks what each pushed ref carries (git gives "<local ref> <local sha> <remote ref> <remote sha>"
 # on stdin), not the working tree: uncommitted edits neither hide a broken push nor block a
 # good one. Every rule judges the pushed tip (what gets served); the blob rules (plain blobs
-# over 10 MiB, pickles that import code) also judge every blob the pushed commits add
-# (remote sha..local sha; for a new branch, every commit no remote has), each blob once.
+# over 10 MiB, pickles that import code or are not proven safe, LFS objects git-lfs would
+# upload) also judge every blob the push sends (what the remote pushed to, $1, does not have
+# by its ref and its tracking refs), each blob once.
 # The push stops when findings at or above {verdict} remain (exit 1) or hfdoctor
 # cannot check (exit 2), before anything is uploaded. Bypass once with `git push --no-verify`.
 #
 # Then the pre-push hook that was here before (git-lfs's, pre-commit's), kept as
 # {CHAINED_NAME}, runs with the same arguments and input; without one, `git lfs pre-push`
 # runs wherever the repository is set up for git-lfs, so LFS objects are uploaded as before.
+# Programs are looked up in the absolute PATH entries only (an empty entry is the work tree).
+path=
+IFS=:
+set -f
+for dir in $PATH; do
+  case "$dir" in /*) path="${{path:+$path:}}$dir" ;; esac
+done
+set +f
+unset IFS
+PATH=$path
+export PATH
+python={python}
+if [ ! -x "$python" ]; then
+  echo "hfdoctor: the Python this hook was installed with ($python) is gone: run hfdoctor hook install again" >&2
+  exit 2
+fi
+run() {{ "$python" -c "{LAUNCH}" "$@"; }}
 top=$(git rev-parse --show-toplevel) || exit 1
 hooks=$(git rev-parse --git-path hooks) || exit 1
 refs=$(mktemp "${{TMPDIR:-/tmp}}/hfdoctor-pre-push.XXXXXX") || exit 1
 trap 'rm -f "$refs"' EXIT
 cat >"$refs"
-if command -v hfdoctor >/dev/null 2>&1; then
-  run() {{ hfdoctor "$@"; }}
-else
-  run() {{ {python} -m hfdoctor "$@"; }}
-fi
 status=0
+pushed=
 while read -r local_ref local_sha remote_ref remote_sha; do
   case "$local_sha" in
     *[!0]*) ;;          # a commit to push
     *) continue ;;      # a deleted ref: nothing to check
   esac
+  pushed="$pushed $local_sha"
   echo "hfdoctor: checking $local_ref ($local_sha)" >&2
-  run check {stored + " " if stored else ""}--git-rev "$local_sha" --git-since "$remote_sha" "$top" </dev/null
+  run check {stored + " " if stored else ""}--git-rev "$local_sha" --git-since "$remote_sha" --git-remote="${{1:-}}" "$top" </dev/null
   code=$?
   if [ "$code" -gt "$status" ]; then status=$code; fi
 done <"$refs"
@@ -103,11 +133,24 @@ if command -v git-lfs >/dev/null 2>&1; then
     git lfs pre-push "$@" <"$refs"
     exit $?
   fi
-elif [ -f "$top/.gitattributes" ] && [ ! -h "$top/.gitattributes" ] &&
-     head -c 1048576 "$top/.gitattributes" | grep -qs 'filter=lfs'; then
-  # A plain file only, its first MiB (a symlink to /dev/zero or a FIFO would never end; git
-  # itself ignores a symlinked .gitattributes).
-  echo "hfdoctor: .gitattributes routes files through git-lfs, but git-lfs is not on PATH: install it, or the push sends pointers without their objects" >&2
+  exit 0
+fi
+# No git-lfs: a pushed commit whose .gitattributes (at any depth) routes files through git-lfs
+# holds pointers whose objects nothing would upload. The work tree's .gitattributes is read as
+# a plain file only, its first MiB (a symlink to /dev/zero or a FIFO would never end; git itself
+# ignores a symlinked .gitattributes).
+routed=
+for sha in $pushed; do
+  if git grep -q -I -F -e 'filter=lfs' "$sha" -- '.gitattributes' ':(glob)**/.gitattributes' 2>/dev/null; then
+    routed="a .gitattributes of commit $sha"
+  fi
+done
+if [ -z "$routed" ] && [ -f "$top/.gitattributes" ] && [ ! -h "$top/.gitattributes" ] &&
+   head -c 1048576 "$top/.gitattributes" | grep -qs 'filter=lfs'; then
+  routed=.gitattributes
+fi
+if [ -n "$routed" ]; then
+  echo "hfdoctor: $routed routes files through git-lfs, but git-lfs is not on PATH: the remote would get pointers without their objects. Install git-lfs (and run git lfs install), then push again" >&2
   exit 2
 fi
 exit 0

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from hfdoctor.findings import Severity
 from hfdoctor.fix.hub_pr import Outcome, PullRequestError, open_pull_request, outcome_line
-from hfdoctor.report.diff import for_output
+from hfdoctor.report.diff import ESCAPED_NOTE, for_output, is_terminal
 from hfdoctor.report.inert import dumps
 from hfdoctor.report.text import say
 from hfdoctor.sources.base import SourceError
@@ -59,7 +59,11 @@ def run_hub_fix(targets: list[str], *, pr: bool, diff: bool, dry_run: bool, unsa
                          "url": result.url, "title": result.title,
                          "fixed": [f.rule for f in (result.plan.applied if result.plan else [])]}))
         elif diff and not pr:
-            sys.stdout.write(for_output(result.diff))  # stop-commands around it under GitHub Actions
+            terminal = is_terminal(sys.stdout)
+            shown = for_output(result.diff, terminal=terminal)  # inert on a terminal; stop-commands under Actions
+            sys.stdout.write(shown)
+            if terminal and shown != result.diff:
+                say(errors, ESCAPED_NOTE)
             say(errors, outcome_line(result))
         else:
             say(console, outcome_line(result))

@@ -84,8 +84,11 @@ def check_parser() -> argparse.ArgumentParser:
     p.add_argument("--git-rev", metavar="REV", help="Check this commit of the git repository at each target "
                    "(what is pushed), not the working tree.")
     p.add_argument("--git-since", metavar="COMMIT", help="With --git-rev: the commit the remote has (all zeros: a "
-                   "new branch, then every commit no remote has). Blob rules (large non-LFS blobs, pickle imports) "
-                   "also judge every blob the commits in between add; the other rules judge --git-rev.")
+                   "new branch). Blob rules (large non-LFS blobs, pickle imports) also judge every blob the push "
+                   "sends; the other rules judge --git-rev.")
+    p.add_argument("--git-remote", metavar="NAME", help="With --git-since: the remote pushed to (the pre-push hook "
+                   "gives it); what its tracking refs hold is taken as already there. Without it, only --git-since "
+                   "is.")
     p.add_argument("--cache", action="store_true", help="Store what a Hub check downloads in the HF cache, for "
                    "offline checks later (check writes nothing otherwise).")
     p.add_argument("--timeout", type=at_least(float, 1.0), default=120.0, metavar="SECONDS",
@@ -140,6 +143,9 @@ def probe_parser() -> argparse.ArgumentParser:
                    "its first listed model).")
     p.add_argument("--seeded", action="store_true", help="The server promises seeded determinism: seed-parity "
                    "differences fail instead of being inconclusive.")
+    p.add_argument("--endpoint-deadline", type=at_least(float, 1.0), metavar="SECONDS", help="Seconds the whole "
+                   "probe through --endpoint (or --serve) may take, all requests together (default: 120); the checks "
+                   "it stops are inconclusive.")
     p.add_argument("--threads", type=at_least(int, 1), metavar="N", help="torch's CPU threads (default: the cores "
                    "available to this process).")
     p.add_argument("--verbose", action="store_true", help="Let transformers print its progress bars and warnings.")

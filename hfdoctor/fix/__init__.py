@@ -30,7 +30,8 @@ from rich.console import Console
 from hfdoctor.findings import FixResult, Severity
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, write_changes
-from hfdoctor.report.diff import for_output, unfinished_line, unified_diff, write_diff_summary
+from hfdoctor.report.diff import (ESCAPED_NOTE, for_output, is_terminal, unfinished_line, unified_diff,
+                                  write_diff_summary)
 from hfdoctor.report.json_report import write_fix_json
 from hfdoctor.report.text import Display, say, write_fix_text
 
@@ -77,9 +78,14 @@ def run_fix(
     if output_format == "json":
         print(write_fix_json(result))
     elif diff_text is not None:  # the diff on stdout (pipe it to `git apply`), the summary on stderr
-        console.file.write(for_output(diff_text))  # stop-commands around it under GitHub Actions
+        terminal = is_terminal(console.file)
+        shown = for_output(diff_text, terminal=terminal)  # inert on a terminal; stop-commands under GitHub Actions
+        console.file.write(shown)
         console.file.flush()
-        write_diff_summary(result, Console(file=sys.stderr, highlight=False, soft_wrap=True), fail_on)
+        errors_console = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+        if terminal and shown != diff_text:
+            say(errors_console, ESCAPED_NOTE)
+        write_diff_summary(result, errors_console, fail_on)
     else:
         write_fix_text(result, console, display)
         unfinished = unfinished_line(result)

@@ -166,7 +166,7 @@ def open_pull_request(target: str, *, token: str | None, select=None, ignore=Non
             if found is not None:
                 outcome.status, outcome.url = "exists", found
                 return outcome
-            head = api.model_info(repo_id).sha
+            head = HubSource(repo_id, token=token).commit  # the listing, read within hfdoctor's bounds
             if head != source.commit:
                 continue  # the repository moved on while we planned: plan again at its head
             operations = [CommitOperationAdd(rel, data) for rel, data in sorted(plan.changed.items())]

@@ -3,7 +3,15 @@
 An upstream directory holds one folder per model named `<org>--<name>/` (the layout of
 the project's shared/upstream). The Hugging Face cache is read in place
 (`models--<org>--<name>/snapshots/<rev>/`), never written. The Hub is asked only when
-online (HF_HUB_OFFLINE unset) and through huggingface_hub, imported only then.
+online (HF_HUB_OFFLINE unset) and over huggingface_hub's session, imported only then.
+
+What names a file here can come from a checked repository (an adapter's
+base_model_name_or_path, a card's base_model), and a cache or an upstream folder can hold
+links. So a name is used only when it is a Hub repo id; a file is read only when its real
+path, links resolved, is inside the root it was looked up in (the upstream directory, the
+model's cache folder), when it is a regular file, and up to a byte limit; the cache's
+`refs/main` is read bounded and used only when it holds a commit id; and the Hub's answer is
+read as stored, up to a byte limit, within a deadline.
 """
 
 from __future__ import annotations
@@ -13,13 +21,23 @@ import hashlib
 import json
 import os
 import socket
+import stat
+import time
 from urllib.parse import urlparse
 from dataclasses import dataclass
 from pathlib import Path
 
 from hfdoctor.knowledge.registry import CanonicalTemplate, Variant, data_file
-from hfdoctor.sources.targets import hf_cache_dir
+from hfdoctor.sources.base import SourceError
+from hfdoctor.sources.hub_cache import cache_folder, hf_cache_dir, ref_commit
+from hfdoctor.sources.revisions import check_revision, is_repo_id
+from hfdoctor.bounded.budget import read_at_most
 from hfdoctor.bounded.memo import memoized
+
+# The most read of one upstream file (tokenizer_config.json, chat_template.jinja, config.json);
+# callers may ask for less.
+MAX_UPSTREAM_FILE = 16 * 1024 * 1024
+HUB_DEADLINE_S = 10.0  # one file from the Hub, all of it
 
 
 @dataclass(frozen=True)
@@ -46,18 +64,55 @@ class Upstream:
         return ", ".join(where)
 
 
-def _from_cache(repo_id: str, filename: str, revision: str | None) -> Path | None:
-    folder = hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
+def read_inside(root: Path, rel: str, limit: int = MAX_UPSTREAM_FILE) -> bytes | None:
+    """The bytes of root/rel when its real path (links resolved) is inside root's, it is a regular
+    file and holds at most `limit` bytes; None otherwise (not found here)."""
+    try:
+        real_root = root.resolve(strict=True)
+        real = (root / rel).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, or a link loop
+        return None
+    if not real.is_relative_to(real_root):
+        return None
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return read_at_most(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _from_cache(repo_id: str, filename: str, revision: str | None,
+                limit: int = MAX_UPSTREAM_FILE) -> tuple[Path, bytes] | None:
+    """(path, bytes) of the file in the cache's snapshot of `revision` (else of main, else of any
+    snapshot), read only inside the model's cache folder (its snapshots link into its blobs/)."""
+    try:
+        folder = cache_folder(repo_id)
+        rev = check_revision(revision) if revision is not None else ref_commit(folder, "main")
+    except SourceError:
+        return None
     if not folder.is_dir():
         return None
-    rev = revision
-    if rev is None:
-        ref = folder / "refs" / "main"
-        rev = ref.read_text().strip() if ref.is_file() else None
-    candidates = [folder / "snapshots" / rev / filename] if rev else []
+    candidates = [f"snapshots/{rev}/{filename}"] if rev else []
     if revision is None and (folder / "snapshots").is_dir():
-        candidates += sorted((folder / "snapshots").glob(f"*/{filename}"))
-    return next((c for c in candidates if c.is_file()), None)
+        try:
+            with os.scandir(folder / "snapshots") as listing:
+                names = sorted(entry.name for entry in listing)[:1000]
+        except OSError:
+            names = []
+        candidates += [f"snapshots/{name}/{filename}" for name in names]
+    for rel in candidates:
+        data = read_inside(folder, rel, limit)
+        if data is not None:
+            return folder / rel, data
+    return None
 
 
 @memoized("hub reachability", 1)
@@ -77,8 +132,9 @@ def hub_reachable(host: str = "huggingface.co", timeout: float = 2.0) -> bool:
         return False
 
 
-def _from_hub(repo_id: str, filename: str, revision: str | None) -> bytes | None:
-    """The file's bytes from the Hub, read into memory (the HF cache is never written)."""
+def _from_hub(repo_id: str, filename: str, revision: str | None, limit: int = MAX_UPSTREAM_FILE) -> bytes | None:
+    """The file's bytes from the Hub, read into memory as stored, at most `limit` of them, within
+    HUB_DEADLINE_S (the HF cache is never written)."""
     if not hub_reachable():
         return None
     try:
@@ -86,27 +142,42 @@ def _from_hub(repo_id: str, filename: str, revision: str | None) -> bytes | None
         from huggingface_hub.utils import build_hf_headers, get_session
     except ImportError:
         return None
+    headers = {**build_hf_headers(), "Accept-Encoding": "identity"}  # no gzip to inflate past the limit
+    deadline = time.monotonic() + HUB_DEADLINE_S
+    chunks, total = [], 0
     try:
-        response = get_session().get(
-            hf_hub_url(repo_id, filename, revision=revision), headers=build_hf_headers(), timeout=10
-        )
+        with get_session().stream("GET", hf_hub_url(repo_id, filename, revision=revision), headers=headers,
+                                  timeout=HUB_DEADLINE_S, follow_redirects=True) as response:
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if response.status_code != 200 or encoding not in ("", "identity"):
+                return None
+            for chunk in response.iter_raw(64 * 1024):
+                total += len(chunk)
+                if total > limit or time.monotonic() > deadline:
+                    return None
+                chunks.append(chunk)
     except Exception:  # network trouble means "not found here", never a crash
         return None
-    return response.content if response.status_code == 200 else None
+    return b"".join(chunks)
 
 
-def read_file(upstream: Upstream, repo_id: str, filename: str, revision: str | None = None) -> tuple[str, bytes] | None:
-    """(where it was found, its bytes) from the upstream dirs, the HF cache, then the Hub."""
+def read_file(upstream: Upstream, repo_id: str, filename: str, revision: str | None = None,
+              limit: int = MAX_UPSTREAM_FILE) -> tuple[str, bytes] | None:
+    """(where it was found, its bytes) from the upstream dirs, the HF cache, then the Hub; None when
+    `repo_id` is no Hub repo id, or the file is not found, leaves its root, or is over `limit` bytes."""
+    if not is_repo_id(repo_id):
+        return None
     for directory in upstream.dirs:
-        path = directory / repo_id.replace("/", "--") / filename
-        if path.is_file():
-            return str(path), path.read_bytes()
+        rel = f"{repo_id.replace('/', '--')}/{filename}"
+        data = read_inside(directory, rel, limit)
+        if data is not None:
+            return str(directory / rel), data
     if upstream.use_cache:
-        path = _from_cache(repo_id, filename, revision)
-        if path is not None:
-            return str(path), path.read_bytes()
+        found = _from_cache(repo_id, filename, revision, limit)
+        if found is not None:
+            return str(found[0]), found[1]
     if upstream.use_hub:
-        data = _from_hub(repo_id, filename, revision)
+        data = _from_hub(repo_id, filename, revision, limit)
         if data is not None:
             return f"https://huggingface.co/{repo_id}/blob/{revision or 'main'}/{filename}", data
     return None
@@ -191,7 +262,8 @@ def _canonical_template(upstream: Upstream, variant: Variant, cache_dir: str) ->
     for directory in upstream.dirs:
         for filename in ("chat_template.jinja", "tokenizer_config.json"):
             path = directory / pinned.repo.replace("/", "--") / filename
-            text = _template_text(filename, path.read_bytes()) if path.is_file() else None
+            raw = read_inside(directory, f"{pinned.repo.replace('/', '--')}/{filename}")
+            text = _template_text(filename, raw) if raw is not None else None
             if text is not None:
                 same = hashlib.sha256(text.encode()).hexdigest() == pinned.sha256
                 note = "" if same else f", a revision other than the one hfdoctor pins ({pinned.sha256[:12]})"

@@ -180,11 +180,8 @@ def release_stage(repo_id: str) -> bool | None:
 
 def _base_json(upstream: Upstream, repo_id: str, filename: str) -> tuple[dict[str, Any] | None, str | None]:
     """A JSON object of the base's repository from the upstream dirs or the cache (never the Hub)."""
-    try:
-        found = read_file(upstream, repo_id, filename)
-    except OSError:
-        return None, None
-    if found is None or len(found[1]) > MAX_BASE_CONFIG_BYTES:
+    found = read_file(upstream, repo_id, filename, limit=MAX_BASE_CONFIG_BYTES)  # inside its roots, bounded
+    if found is None:
         return None, None
     where, raw = found
     try:

@@ -90,7 +90,7 @@ def check_target(
     if ignore is not None:
         options = replace(options, ignore=tuple(ignore))
     targets = TargetOptions(revision=options.revision, git_rev=options.git_rev, git_since=options.git_since,
-                            cache=options.cache, timeout_s=options.timeout_s)
+                            git_remote=options.git_remote, cache=options.cache, timeout_s=options.timeout_s)
     remote = options.git_rev is None and not os.path.isdir(target)
     source = None
     try:

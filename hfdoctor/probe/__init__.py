@@ -43,6 +43,7 @@ def run_probe(
     verbose: bool = False,
     cuda_graphs: bool = True,
     dtype: str = "auto",
+    endpoint_deadline: float | None = None,
 ) -> int:
     """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2).
 
@@ -63,13 +64,14 @@ def run_probe(
     result = ProbeResult(target=display_target or path)
     try:
         if path is None:  # --endpoint alone: only what serving suites check, no local weights
-            endpoint_only(result, endpoint, endpoint_model, seeded, errors)
+            endpoint_only(result, endpoint, endpoint_model, seeded, errors, endpoint_deadline)
         else:
             probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file,
                   threads or available_cores(), verbose, cuda_graphs, dtype)
         if path is not None and (serve or endpoint):
             budget = result.max_new_tokens or max_new_tokens or 96
-            probe_served(result, path, device, budget, serve, endpoint, endpoint_model, gguf_file, seeded)
+            probe_served(result, path, device, budget, serve, endpoint, endpoint_model, gguf_file, seeded,
+                         endpoint_deadline)
     except ProbeRefused as err:
         result.refused = str(err)
         errors.print(line(("probe refused:", "bold red"), " ", str(err)))
@@ -105,25 +107,35 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def endpoint_only(result: "ProbeResult", url: str, model: str | None, seeded: bool, errors: "Console") -> None:
+def run_deadline(seconds: float | None):
+    """The served probe's one deadline for the whole run (--endpoint-deadline, else the default)."""
+    from hfdoctor.probe.client import RUN_DEADLINE_S, Deadline
+
+    return Deadline(seconds or RUN_DEADLINE_S, whole_run=True)
+
+
+def endpoint_only(result: "ProbeResult", url: str, model: str | None, seeded: bool, errors: "Console",
+                  deadline_s: float | None = None) -> None:
     from hfdoctor.probe import conformance, served
     from hfdoctor.report.text import line
     from hfdoctor.probe.checks import CheckResult
 
+    deadline = run_deadline(deadline_s)
     try:
-        endpoint = served.external(url, model)
+        endpoint = served.external(url, model, deadline)
     except served.BadListing as err:  # the server answered, wrongly: a conformance failure, not a refusal
         result.served = {"endpoint": url, "server": "external", "model": None}
         result.conformance = [CheckResult("models-listed", "failed", str(err))]
         return
-    result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
+    result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model,
+                     "deadline_s": deadline.seconds}
     errors.print(line(f"probing {endpoint.url} ({endpoint.model}): served conformance"))  # the server's name: inert
-    result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded)
+    result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded, deadline=deadline)
 
 
 def probe_served(result: "ProbeResult", path: str, device: str, max_new_tokens: int, serve: bool,
                  endpoint_url: str | None, endpoint_model: str | None, gguf_file: str | None,
-                 seeded: bool = False) -> None:
+                 seeded: bool = False, deadline_s: float | None = None) -> None:
     """The same checks through an OpenAI-compatible endpoint, compared with the in-process ones."""
     from hfdoctor.probe import served
     from hfdoctor.probe.preflight import ProbeRefused
@@ -132,19 +144,25 @@ def probe_served(result: "ProbeResult", path: str, device: str, max_new_tokens: 
     if serve and gguf_file:
         raise ProbeRefused("--serve starts transformers serve on a checkpoint directory; for a GGUF, serve it "
                            "yourself (llama-server) and pass --endpoint URL")
-    endpoint = served.start_server(path, device) if serve else served.external(endpoint_url, endpoint_model)
+    if serve:
+        endpoint = served.start_server(path, device)
+        endpoint.deadline = deadline = run_deadline(deadline_s)  # from when the server answers
+    else:
+        deadline = run_deadline(deadline_s)
+        endpoint = served.external(endpoint_url, endpoint_model, deadline)
     try:
         template = ModelRepo(path).chat_template
         by_name = {c.name: c for c in result.checks}
         switch = template is not None and "enable_thinking" in template.text
         result.served_checks = served.served_checks(endpoint, by_name, max_new_tokens, switch)
-        result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model}
+        result.served = {"endpoint": endpoint.url, "server": endpoint.how, "model": endpoint.model,
+                         "deadline_s": deadline.seconds}
         result.checks.append(served.agreement(by_name, result.served_checks, endpoint))
         from hfdoctor.probe import conformance
 
         parser = conformance_parser(ModelRepo(path))
         result.conformance = conformance.conformance(endpoint.url, endpoint.model, seeded=seeded,
-                                                     reasoning_parser=parser, server=endpoint.how)
+                                                     reasoning_parser=parser, server=endpoint.how, deadline=deadline)
     finally:
         endpoint.close()
 

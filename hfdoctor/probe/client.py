@@ -2,7 +2,7 @@
 
 A server the user points `probe --endpoint` at may be broken or hostile. So every read here
 has a byte limit (a body, an SSE line, a whole stream) and a total deadline (the request's,
-and the check's it belongs to); a watchdog shuts the socket when the deadline passes, so a
+the check's it belongs to, and the whole served probe's); a watchdog shuts the socket when the deadline passes, so a
 server that drips one byte a second, or streams forever, cannot hold the probe. Redirects are
 refused (a server on 127.0.0.1 must not send the probe elsewhere). Every field the checks read
 is validated for its type, and a wrong shape is an EndpointError that names the field; JSON
@@ -24,8 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 # Per request, and per check (a check makes several requests); HFDOCTOR_ENDPOINT_TIMEOUT
-# (seconds per request) scales both, for slow servers or for tests.
+# (seconds per request) scales both, for slow servers or for tests. The whole served probe has
+# one deadline besides (--endpoint-deadline): a server that answers each request just in time
+# cannot hold the probe for a check's worth of requests times the number of checks.
 REQUEST_TIMEOUT_S = 120.0
+RUN_DEADLINE_S = 120.0
 CHECK_REQUESTS = 3  # a check's deadline is this many requests' worth
 MAX_BODY_BYTES = 4 << 20  # a non-streamed reply
 MAX_STREAM_BYTES = 4 << 20  # a whole SSE stream
@@ -52,18 +55,35 @@ def request_timeout() -> float:
 
 
 class Deadline:
-    """A point in time (time.monotonic) after which a check gives up."""
+    """A point in time (time.monotonic) after which a request or check gives up, never later than
+    the `outer` one it is within; the served probe's own deadline (`whole_run`) bounds them all."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, outer: "Deadline | None" = None, whole_run: bool = False):
         self.seconds = seconds
         self.at = time.monotonic() + seconds
+        self.outer = outer
+        self.whole_run = whole_run
+        if outer is not None and outer.at < self.at:
+            self.at = outer.at
 
     @classmethod
-    def for_check(cls) -> "Deadline":
-        return cls(request_timeout() * CHECK_REQUESTS)
+    def for_check(cls, outer: "Deadline | None" = None) -> "Deadline":
+        return cls(request_timeout() * CHECK_REQUESTS, outer)
 
     def left(self) -> float:
         return self.at - time.monotonic()
+
+    def run(self) -> "Deadline | None":
+        """The whole run's deadline this one is within (or is), None when there is none."""
+        found: Deadline | None = self
+        while found is not None and not found.whole_run:
+            found = found.outer
+        return found
+
+    def run_over(self) -> bool:
+        """Whether the whole run's deadline has passed: what it stopped is inconclusive, never failed."""
+        run = self.run()
+        return run is not None and run.left() <= 0
 
 
 @dataclass
@@ -174,6 +194,10 @@ class _Exchange:
         return response
 
     def timed_out(self) -> str:
+        run = self.deadline.run()
+        if run is not None and run.left() <= 0:
+            return (f"the probe's {run.seconds:.0f} s deadline for the endpoint (--endpoint-deadline) passed while "
+                    f"{self.url} was answering")
         return f"the endpoint did not finish answering {self.url} within the {self.deadline.seconds:.0f} s deadline"
 
     def read1(self, response: http.client.HTTPResponse) -> bytes:
@@ -239,9 +263,9 @@ def request(url: str, body: dict[str, Any], deadline: Deadline | None = None,
     checks and the conformance checks both ask through here). The request ends by its own
     deadline or the check's, whichever is first. A stream calls `on_chunk` after each chunk and
     stops reading when `stop` is set."""
-    own = Deadline(request_timeout())
-    if deadline is not None and deadline.left() < own.left():
-        own = deadline
+    own = Deadline(request_timeout(), outer=deadline)
+    if deadline is not None and own.at >= deadline.at:
+        own = deadline  # the check's (or the run's) ends first: its name in messages
     target = f"{url}/v1/chat/completions"
     exchange = _Exchange(target, own, stop)
     try:
@@ -367,9 +391,10 @@ def _add_call_delta(out: Completion, calls: dict[int, dict[str, Any]], part: dic
     call["arguments"] += expect(function.get("arguments"), (str, type(None)), f"{where}.function.arguments") or ""
 
 
-def list_models(url: str) -> list[str]:
+def list_models(url: str, deadline: Deadline | None = None) -> list[str]:
     """The model ids /v1/models lists, its shape checked."""
-    data = get_json(f"{url}/v1/models", Deadline(min(request_timeout(), 30.0)), MAX_MODELS_BYTES, "/v1/models")
+    data = get_json(f"{url}/v1/models", Deadline(min(request_timeout(), 30.0), deadline), MAX_MODELS_BYTES,
+                    "/v1/models")
     expect(data, dict, "/v1/models")
     listed = expect(data.get("data"), list, "/v1/models data")
     ids = []

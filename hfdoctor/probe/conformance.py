@@ -17,7 +17,8 @@ The checks (each passed / failed / inconclusive / not-applicable, with the evide
   reasoning arrives in `reasoning_content`, not as <think> text in `content`.
 
 Requests go only to the URL the user gave, bounded in number (about 30), in time (each
-request, and each check: client.py) and concurrency (OTHERS + 1). Nothing here needs the weights.
+request, each check, and the whole run: client.py) and concurrency (OTHERS + 1). Nothing here
+needs the weights.
 """
 
 from __future__ import annotations
@@ -195,9 +196,10 @@ TOOL_CHECKS = ("tool-call-arguments", "tool-call-stream", "tool-call-parallel")
 
 
 def conformance(url: str, model: str, *, seeded: bool = False, reasoning_parser: str | None = None,
-                server: str = "external") -> list[CheckResult]:
-    """Every served-conformance check against the endpoint, each under its own deadline (an
-    endpoint error fails the checks it stopped, naming what went wrong)."""
+                server: str = "external", deadline: Deadline | None = None) -> list[CheckResult]:
+    """Every served-conformance check against the endpoint, each under its own deadline within the
+    run's (`deadline`): an endpoint error fails the checks it stopped, naming what went wrong; a
+    check the run's deadline stopped, or left no time for, is inconclusive."""
     results: list[CheckResult] = []
     unsupported = UNSUPPORTED.get(server, {})
 
@@ -221,8 +223,17 @@ def conformance(url: str, model: str, *, seeded: bool = False, reasoning_parser:
         (("reasoning-separated",), lambda d: [reasoning_separated(url, model, reasoning_parser, d)]),
     )
     for names, run in checks:
+        if deadline is not None and deadline.left() <= 0:
+            results += [CheckResult(name, "inconclusive", cut_short(deadline)) for name in names]
+            continue
+        check = Deadline.for_check(deadline)
         try:
-            results += run(Deadline.for_check())
+            results += run(check)
         except EndpointError as err:
-            results += [CheckResult(name, "failed", str(err)) for name in names]
+            results += [CheckResult(name, "inconclusive" if check.run_over() else "failed", str(err)) for name in names]
     return results
+
+
+def cut_short(run: Deadline) -> str:
+    return (f"not run: the probe's {run.seconds:.0f} s deadline for the endpoint passed first (--endpoint-deadline "
+            "SECONDS gives it more)")

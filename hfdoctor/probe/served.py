@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfdoctor.probe.checks import MIN_DECISIVE_BUDGET, QUESTION, CheckResult
-from hfdoctor.probe.client import EndpointError, Unreachable, list_models, request
+from hfdoctor.probe.client import Deadline, EndpointError, Unreachable, list_models, request
 from hfdoctor.probe.preflight import ProbeRefused
 
 START_TIMEOUT_S = 300
@@ -34,6 +34,10 @@ COMPARED = ("think-on", "think-off", "stops-at-eos", "deterministic")
 
 class BadListing(ProbeRefused):
     """/v1/models answered, but not with a list of models: with --endpoint alone, a failed check."""
+
+
+class RunOver(ProbeRefused):
+    """The served probe's deadline passed: the checks it stopped are inconclusive, not failed."""
 
 
 @dataclass
@@ -55,15 +59,21 @@ class Endpoint:
     model: str
     how: str  # "transformers serve" | "external"
     process: subprocess.Popen | None = field(default=None, repr=False)
+    deadline: Deadline | None = None  # the whole served probe's (--endpoint-deadline)
 
     def chat(self, max_tokens: int, kwargs: dict[str, Any] | None) -> Reply:
         body: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": QUESTION}],
                                 "max_tokens": max_tokens, "temperature": 0, "seed": 0, "stream": False}
         if kwargs:
             body["chat_template_kwargs"] = kwargs
+        if self.deadline is not None and self.deadline.left() <= 0:
+            raise RunOver(f"not run: the probe's {self.deadline.seconds:.0f} s deadline for the endpoint passed first "
+                          "(--endpoint-deadline SECONDS gives it more)")
         try:
-            done = request(self.url, body)
+            done = request(self.url, body, self.deadline)
         except EndpointError as err:
+            if self.deadline is not None and self.deadline.run_over():
+                raise RunOver(str(err)) from None
             raise ProbeRefused(str(err)) from None
         return Reply(done.content, done.reasoning, done.finish_reason, done.tokens)
 
@@ -108,13 +118,13 @@ def start_server(path: str, device: str) -> Endpoint:
     raise ProbeRefused(f"transformers serve did not answer /health within {START_TIMEOUT_S} s")
 
 
-def external(url: str, model: str | None) -> Endpoint:
+def external(url: str, model: str | None, deadline: Deadline | None = None) -> Endpoint:
     """A running server; its first listed model unless one is named. /v1/models is read as
     untrusted (client.py): a broken or hostile listing is a refusal naming what is wrong."""
     url = url.rstrip("/").removesuffix("/v1")
     if model is None:
         try:
-            listed = list_models(url)
+            listed = list_models(url, deadline)
         except Unreachable as err:
             raise ProbeRefused(str(err)) from None
         except EndpointError as err:
@@ -123,7 +133,7 @@ def external(url: str, model: str | None) -> Endpoint:
         if not listed:
             raise BadListing(f"the endpoint {url} lists no model (GET /v1/models): name one with --endpoint-model")
         model = listed[0]
-    return Endpoint(url, str(model), "external")
+    return Endpoint(url, str(model), "external", deadline=deadline)
 
 
 def _has_reasoning(reply: Reply) -> bool:
@@ -140,8 +150,21 @@ def _answer(reply: Reply) -> str:
 
 def served_checks(endpoint: Endpoint, in_process: dict[str, CheckResult], max_new_tokens: int,
                   switch: bool) -> list[CheckResult]:
-    """The checks through the endpoint, for those that applied in-process."""
+    """The checks through the endpoint, for those that applied in-process; those the served probe's
+    deadline stopped are inconclusive."""
     results: list[CheckResult] = []
+    try:
+        _served_checks(endpoint, in_process, max_new_tokens, switch, results)
+    except RunOver as err:
+        wanted = [name for name in ("think-on", "think-off") if name in in_process
+                  and in_process[name].status != "not-applicable"] + ["stops-at-eos", "deterministic"]
+        done = {result.name for result in results}
+        results += [CheckResult(name, "inconclusive", str(err)) for name in wanted if name not in done]
+    return results
+
+
+def _served_checks(endpoint: Endpoint, in_process: dict[str, CheckResult], max_new_tokens: int, switch: bool,
+                   results: list[CheckResult]) -> None:
     replies: list[tuple[str, Reply]] = []
     thinking_on = in_process.get("think-on")
     if thinking_on is not None and thinking_on.status != "not-applicable":
@@ -181,7 +204,6 @@ def served_checks(endpoint: Endpoint, in_process: dict[str, CheckResult], max_ne
     results.append(CheckResult("deterministic", "passed" if same else "failed",
                                "the same request twice (temperature 0, seed 0) gave the same reply" if same else
                                f"the same request twice gave {first.shown()} then {again.shown()}"))
-    return results
 
 
 def agreement(in_process: dict[str, CheckResult], served: list[CheckResult], endpoint: Endpoint) -> CheckResult:

@@ -141,9 +141,10 @@ def tool_checks(url: str, model: str, deadline: Deadline, force: bool = True) ->
                                (detail or f"{len(streamed.tool_calls)} streamed call(s) assemble into the non-streamed "
                                           "ones (index, id, name, arguments)") + forced))
     try:
-        results.append(parallel_calls(url, model, Deadline.for_check(), body["tool_choice"], forced))
+        results.append(parallel_calls(url, model, Deadline.for_check(deadline.run()), body["tool_choice"], forced))
     except EndpointError as err:
-        results.append(CheckResult("tool-call-parallel", "failed", str(err)))
+        results.append(CheckResult("tool-call-parallel", "inconclusive" if deadline.run_over() else "failed",
+                                   str(err)))
     return results
 
 
@@ -190,6 +191,8 @@ def tool_choice_honoured(url: str, model: str, deadline: Deadline) -> CheckResul
             try:
                 reply = request(url, body, deadline)
             except EndpointError as err:
+                if deadline.run_over():
+                    return CheckResult("tool-choice-honoured", "inconclusive", f"{how}: {err}")
                 failures.append(f"{how}: {err}")
                 continue
             names = [c["name"] for c in reply.tool_calls]

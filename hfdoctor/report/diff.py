@@ -5,10 +5,17 @@ nobody can review. For each changed string that holds lines of text (a template)
 diff also shows that text's own unified diff, every line of it commented with `# `,
 before the file's patch: git apply and patch skip such lines, so the output still applies.
 
-A patch prints repository lines verbatim, and under GitHub Actions the runner reads a context
-line such as ` ::error::x` as a workflow command: there (GITHUB_ACTIONS=true) `for_output`
-wraps the patch in `::stop-commands::TOKEN` ... `::TOKEN::`, lines that git apply skips.
-Anywhere else the patch is printed byte for byte.
+A patch holds repository lines verbatim, and those bytes must reach `git apply` unchanged. So
+`for_output` decides by where the patch goes:
+- to a terminal: each line's control characters (ESC, OSC 8 links, a CR in the middle of a
+  line, C1 controls, DEL) and bidi marks are shown as escapes (`\x1b`, `<U+202E>`), so the
+  repository cannot move the cursor, rewrite what was printed, link or reorder text; a tab,
+  and the CR of a CRLF line end, which act on nothing, stay. Such a diff is for reading (the
+  caller says so on stderr when anything was escaped);
+- anywhere else (a file, a pipe: `fix --diff > fix.patch`, `| git apply`), byte for byte, so
+  that it applies; under GitHub Actions (GITHUB_ACTIONS=true), where the runner reads a
+  context line such as ` ::error::x` as a workflow command, between `::stop-commands::TOKEN`
+  and `::TOKEN::`, lines that git apply skips.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from rich.console import Console
 
 from hfdoctor.findings import FixResult, Severity
 from hfdoctor.bounded.parsing import ParseError, load_json
-from hfdoctor.report.inert import stop_commands, visible
+from hfdoctor.report.inert import VISIBLE, stop_commands, visible
 
 # Strings shown as text: at least this many lines (a template, not a token).
 TEXT_MIN_LINES = 2
@@ -44,12 +51,39 @@ def unified_diff(original: dict[str, bytes | None], changed: dict[str, bytes]) -
     return "".join(out)
 
 
-def for_output(diff: str, environ: Mapping[str, str] = os.environ) -> str:
-    """The patch as `fix --diff` prints it: unchanged, or under GitHub Actions between
-    stop-commands lines, so that no line of it acts as a workflow command."""
+# On a terminal: what `visible` escapes, but a tab (the layout of a file, acting on nothing).
+TERMINAL = {cp: shown for cp, shown in VISIBLE.items() if cp != ord("\t")}
+
+
+def for_output(diff: str, environ: Mapping[str, str] = os.environ, terminal: bool = False) -> str:
+    """The patch as `fix --diff` prints it (see the module): for a terminal, inert; otherwise
+    byte for byte, under GitHub Actions between stop-commands lines."""
+    if terminal:
+        return for_terminal(diff)
     if diff and environ.get("GITHUB_ACTIONS") == "true":
         return stop_commands(diff)
     return diff
+
+
+def for_terminal(diff: str) -> str:
+    """Each line with its control characters shown as escapes, but for a CRLF line end."""
+    out = []
+    for line in _lines(diff):
+        body, end = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        crlf = "\r" if end and body.endswith("\r") else ""
+        out.append((body[:-1] if crlf else body).translate(TERMINAL) + crlf + end)
+    return "".join(out)
+
+
+def is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):  # no such method, or closed
+        return False
+
+
+ESCAPED_NOTE = ("the diff above shows the repository's control characters as escapes (\\x1b...) because it went to a "
+                "terminal; redirect it to a file for a patch that applies (hfdoctor fix --diff TARGET > fix.patch)")
 
 
 def _lines(text: str) -> list[str]:

@@ -1,30 +1,46 @@
-"""A repository on the Hugging Face Hub at a revision, read through huggingface_hub.
+"""A repository on the Hugging Face Hub at a revision, read over huggingface_hub's HTTP session.
 
-One `model_info(files_metadata=True)` call lists every file with its size and pins the
-revision to a commit sha; every later read asks for that commit, so a repo that changes
-while it is checked is read consistently, and a repo that changed since the last check
-is checked at its new commit. Only the files rules read are fetched: whole metadata
-files (each bounded like a local one), and for weights only byte ranges (safetensors
-headers, GGUF headers, the zip directory and `data.pkl` of torch archives). Nothing is
-written: not the HF cache, not anywhere.
+One listing (the Hub's model info with file metadata, `/api/models/ORG/NAME?blobs=true`)
+names every file with its size and pins the revision to a commit sha; every later read
+asks for that commit, so a repo that changes while it is checked is read consistently,
+and a repo that changed since the last check is checked at its new commit. Only the files
+rules read are fetched: whole metadata files (each bounded like a local one), and for
+weights only byte ranges (safetensors headers, GGUF headers, the zip directory and
+`data.pkl` of torch archives). Nothing is written here (`--cache` is hfdoctor.sources.hub_cache).
 
-Bounds: every request has a timeout, every read counts against a total byte budget,
-and the whole source has a deadline after which any further request fails. The errors
-huggingface_hub raises become SourceError messages a user can act on (exit 2).
+The endpoint is untrusted (HF_ENDPOINT names mirrors): the listing is read as raw bytes up
+to MAX_LISTING_BYTES and at most MAX_LISTED_FILES files, its commit must be a commit id and
+its file names relative paths, and nothing a reply names (an ETag, X-Repo-Commit) is used
+at all. Every request has a timeout, every read counts against a total byte budget, the
+whole source has a deadline after which any further request fails, and the header windows
+kept for weight files are a few (HEAD_WINDOWS_KEPT), not one per file. Errors become
+SourceError messages a user can act on (exit 2).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cached_property
+from urllib.parse import quote
 
 from hfdoctor.sources.base import MB, Entry, Source, SourceError, Unreadable, read_limit
-from hfdoctor.sources.revisions import check_revision, is_commit_id
+from hfdoctor.sources.local import MAX_WALK_ENTRIES
+from hfdoctor.sources.revisions import check_revision, is_commit_id, is_repo_id
 
 # A safetensors header of an 8B model is ~20 KB; one request of this size usually holds it.
 HEAD_WINDOW = 256 * 1024
+# Readers take a file's header in a few reads one after the other: the windows of the last
+# few files are kept, not of all 4,000 shards of a hostile listing (1 GB).
+HEAD_WINDOWS_KEPT = 16
+# The Hub's listing of a repository: about 250 bytes a file. As many files as a directory
+# may list (hfdoctor.sources.local), in a reply of at most this many bytes.
+MAX_LISTING_BYTES = 64 * MB
+MAX_LISTED_FILES = MAX_WALK_ENTRIES
+# Objects and arrays in it: a file and its LFS record, the model card's metadata and the rest.
+MAX_LISTING_CONTAINERS = 4 * MAX_LISTED_FILES
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,8 @@ class HubSource(Source):
 
     def __init__(self, repo_id: str, revision: str | None = None, *, token: str | None = None,
                  limits: HubLimits | None = None, hub_endpoint: str | None = None):
+        if not is_repo_id(repo_id):
+            raise SourceError(f"{str(repo_id)[:100]!r} is not a Hub repo id (ORG/NAME)")
         self.repo_id = repo_id
         self.requested = check_revision(revision) if revision is not None else None
         self.limits = limits or HubLimits()
@@ -54,19 +72,9 @@ class HubSource(Source):
         self.started = time.monotonic()
         self.downloaded = 0
         self.requests = 0
-        self._head: dict[str, bytes] = {}  # the first HEAD_WINDOW bytes of weight files
-        info = self._model_info()
-        # The answer is checked as a request's would be: the commit pins every later URL
-        # (and names a cache folder with --cache), and a listed path is joined to folders.
-        if not isinstance(info.sha, str) or not is_commit_id(info.sha):
-            raise SourceError(f"the Hub at {self.endpoint} answered a commit id that is not one: "
-                              f"{str(info.sha)[:60]!r}")
-        self.commit: str = info.sha
-        self.revision = {"requested": revision or "main", "commit": info.sha}
-        self._files = {s.rfilename: s for s in info.siblings or []}
-        leaving = next((name for name in self._files if not _relative_path(name)), None)
-        if leaving is not None:
-            raise SourceError(f"the Hub at {self.endpoint} listed a file path no repository can hold: {leaving[:80]!r}")
+        self._head: OrderedDict[str, bytes] = OrderedDict()  # the first HEAD_WINDOW bytes of weight files
+        self.commit, self._entries = self._listing()
+        self.revision = {"requested": revision or "main", "commit": self.commit}
 
     @property
     def label(self) -> str:
@@ -79,39 +87,54 @@ class HubSource(Source):
                               f"{self.limits.deadline_s:g} s hfdoctor allows a repository (--timeout)")
         return min(self.limits.request_s, left)
 
-    def _model_info(self):
-        from huggingface_hub import HfApi
-        from huggingface_hub.errors import (
-            GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError,
-        )
-
-        api = HfApi(endpoint=self.endpoint, token=self.token)
-        self.requests += 1
+    def _listing(self) -> tuple[str, dict[str, Entry]]:
+        """(commit, files) of the requested revision, from the Hub's listing read within every bound."""
+        url = f"{self.endpoint}/api/models/{self.repo_id}"
+        if self.requested is not None:
+            url += f"/revision/{quote(self.requested, safe='')}"
+        body = self._fetch(url + "?blobs=true", MAX_LISTING_BYTES, "the listing of the repository")
+        # Each object or array costs Python a few hundred bytes: 64 MB of `{},` would be 1.5 GB.
+        if body.count(b"{") + body.count(b"[") > MAX_LISTING_CONTAINERS:
+            raise SourceError(f"the Hub at {self.endpoint} answered a listing of more than "
+                              f"{MAX_LISTING_CONTAINERS:,} objects: not read")
         try:
-            return api.model_info(self.repo_id, revision=self.requested, files_metadata=True, timeout=self._timeout())
-        except GatedRepoError:
-            raise SourceError(f"a gated repository: request access at {self.endpoint}/{self.repo_id} "
-                              "and set HF_TOKEN (or log in with `hf auth login`)") from None
-        except RevisionNotFoundError:
-            raise SourceError(f"the repository has no revision {self.requested!r}") from None
-        except RepositoryNotFoundError:
-            raise SourceError(f"no such repository on {self.endpoint} (if it is private, set HF_TOKEN)"
-                              ) from None
-        except HfHubHTTPError as err:
-            raise SourceError(f"the Hub answered {_status(err)}") from None
-        except HFValidationError as err:
-            raise SourceError(f"not a valid Hub repo id: {err}") from None
+            info = json.loads(body)
+        except (ValueError, RecursionError):
+            raise SourceError(f"the Hub at {self.endpoint} answered a listing that is not JSON") from None
+        return listing_entries(info, self.endpoint)
+
+    def _fetch(self, url: str, limit: int, what: str) -> bytes:
+        """A GET of the Hub's API, its reply read as stored, at most `limit` bytes, within the deadline;
+        the Hub's errors (by status and X-Error-Code, never by what the body says) as SourceError."""
+        from huggingface_hub.utils import build_hf_headers, get_session
+
+        headers = build_hf_headers(token=self.token)
+        headers["Accept-Encoding"] = "identity"  # what is read is what is counted (no gzip to inflate)
+        self.requests += 1
+        chunks: list[bytes] = []
+        try:
+            with get_session().stream("GET", url, headers=headers, timeout=self._timeout(),
+                                      follow_redirects=True) as response:
+                if response.status_code >= 400:
+                    raise SourceError(_api_error(self, response.status_code, response.headers.get("X-Error-Code")))
+                encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    raise SourceError(f"the Hub at {self.endpoint} sent {what} encoded ({encoding[:40]!r}) though "
+                                      "asked for it as stored")
+                got = 0
+                for chunk in response.iter_raw(64 * 1024):
+                    got += len(chunk)
+                    self.downloaded += len(chunk)
+                    if got > limit:
+                        raise SourceError(f"the Hub at {self.endpoint} sent {what} larger than the "
+                                          f"{limit // MB} MB hfdoctor reads of it")
+                    chunks.append(chunk)
+                    self._timeout()  # the deadline holds between chunks too
+        except SourceError:
+            raise
         except Exception as err:  # httpx timeouts, refused connections, DNS: all "cannot reach"
             raise SourceError(_network_failure(self, err)) from None
-
-    @cached_property
-    def _entries(self) -> dict[str, Entry]:
-        found = {}
-        for rel, sibling in sorted(self._files.items()):
-            lfs = sibling.lfs
-            size = lfs.size if lfs is not None else sibling.size
-            found[rel] = Entry(rel, "file", size=size, lfs=(lfs.sha256, lfs.size) if lfs is not None else None)
-        return found
+        return b"".join(chunks)
 
     def entries(self) -> dict[str, Entry]:
         return self._entries
@@ -177,14 +200,66 @@ class HubSource(Source):
         end = min(start + length, size)
         if start >= end:
             return b""
-        if end <= HEAD_WINDOW:  # headers: one request for the start of the file, kept
-            if rel not in self._head:
-                self._head[rel] = self._get(rel, 0, min(HEAD_WINDOW, size))
-            return self._head[rel][start:end]
+        if end <= HEAD_WINDOW:  # headers: one request for the start of the file, kept a while
+            window = self._head.get(rel)
+            if window is None:
+                window = self._head[rel] = self._get(rel, 0, min(HEAD_WINDOW, size))
+                while len(self._head) > HEAD_WINDOWS_KEPT:
+                    self._head.popitem(last=False)
+            self._head.move_to_end(rel)
+            return window[start:end]
         return self._get(rel, start, end - start)
 
     def bytes_read(self) -> int:
         return self.downloaded
+
+
+def listing_entries(info: object, endpoint: str) -> tuple[str, dict[str, Entry]]:
+    """(commit, path -> Entry) from the Hub's listing, every field checked before it is used: the
+    commit pins every later URL and names a cache folder (--cache), and a listed path is joined
+    to folders (fix --pr's scratch copy, the cache's snapshot)."""
+    if not isinstance(info, dict):
+        raise SourceError(f"the Hub at {endpoint} answered a listing that is not an object")
+    sha = info.get("sha")
+    if not isinstance(sha, str) or not is_commit_id(sha):
+        raise SourceError(f"the Hub at {endpoint} answered a commit id that is not one: {str(sha)[:60]!r}")
+    siblings = info.get("siblings") or []
+    if not isinstance(siblings, list):
+        raise SourceError(f"the Hub at {endpoint} answered a listing whose files are not a list")
+    if len(siblings) > MAX_LISTED_FILES:
+        raise SourceError(f"the Hub at {endpoint} lists {len(siblings):,} files, more than the "
+                          f"{MAX_LISTED_FILES:,} hfdoctor checks in one repository")
+    entries: dict[str, Entry] = {}
+    for sibling in siblings:
+        name = sibling.get("rfilename") if isinstance(sibling, dict) else None
+        if not _relative_path(name):
+            raise SourceError(f"the Hub at {endpoint} listed a file path no repository can hold: {str(name)[:80]!r}")
+        size, lfs = _count(sibling.get("size")), sibling.get("lfs")
+        pointer = None
+        if isinstance(lfs, dict) and isinstance(lfs.get("sha256"), str) and _count(lfs.get("size")) is not None:
+            pointer = (lfs["sha256"], lfs["size"])
+            size = lfs["size"]
+        entries[name] = Entry(name, "file", size=size, lfs=pointer)
+    return sha, dict(sorted(entries.items()))
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _api_error(source: "HubSource", status: int, code: str | None) -> str:
+    """What the Hub's error reply means for the user, by its status and X-Error-Code (as
+    huggingface_hub reads them), in hfdoctor's words."""
+    if code == "GatedRepo":
+        return (f"a gated repository: request access at {source.endpoint}/{source.repo_id} "
+                "and set HF_TOKEN (or log in with `hf auth login`)")
+    if code == "RevisionNotFound":
+        return f"the repository has no revision {source.requested!r}"
+    if code == "RepoNotFound" or status in (401, 404):
+        return f"no such repository on {source.endpoint} (if it is private, set HF_TOKEN)"
+    if code == "DisabledRepo" or status == 403:
+        return f"the Hub answered HTTP {status}: access to this repository is not allowed"
+    return f"the Hub answered HTTP {status}"
 
 
 def _relative_path(name: object) -> bool:

@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import string
 
+from hfdoctor.bounded import patterns
 from hfdoctor.sources.base import SourceError
 
 MAX_REVISION_CHARS = 255
 HEX_DIGITS = frozenset(string.hexdigits)
 FORBIDDEN = frozenset(" ~^:?*[\\\x7f")
+
+
+# A Hub repo id (`ORG/NAME`, or a legacy `NAME`), as it joins a URL path or a cache folder name
+# (`models--ORG--NAME`): letters, digits, `_ . -`, never a path of its own; no `..`, and no `--`,
+# which the Hub refuses too (`a--b/c` and `a/b--c` would share one cache folder).
+REPO_ID = patterns.compile(r"[A-Za-z0-9][\w.\-]{0,95}(?:/[A-Za-z0-9][\w.\-]{0,95})?")
+
+
+def is_repo_id(name: object) -> bool:
+    return isinstance(name, str) and REPO_ID.fullmatch(name) is not None and ".." not in name and "--" not in name
 
 
 def is_commit_id(revision: str) -> bool:

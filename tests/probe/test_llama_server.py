@@ -90,7 +90,9 @@ def served_smollm2(tmp_path_factory):
 
 
 def test_every_check_has_a_verdict_with_a_reason_against_llama_server(served_smollm2):
-    proc = subprocess.run([sys.executable, "-m", "hfdoctor", "probe", "--endpoint", served_smollm2, "--format", "json"],
+    # A 135M model on two CPU cores: the whole run may take longer than the default deadline (120 s)
+    proc = subprocess.run([sys.executable, "-m", "hfdoctor", "probe", "--endpoint", served_smollm2, "--format", "json",
+                           "--endpoint-deadline", "800"],
                           capture_output=True, text=True, timeout=900, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

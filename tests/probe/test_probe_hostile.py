@@ -22,6 +22,7 @@ import pytest
 
 from openai_server import FakeOpenAI
 from conftest import TESTS
+from hfdoctor.probe import client
 
 AUDIT_RUN = TESTS / "audit_run.py"
 REQUEST_S = 2  # HFDOCTOR_ENDPOINT_TIMEOUT: each request's deadline (a check's is three times it)
@@ -81,6 +82,44 @@ def test_a_hostile_server_gives_a_failed_check_naming_what_is_wrong(tmp_path, mo
             assert event["args"][0] == os.devnull, event
 
 
+def test_a_tarpit_is_held_by_the_one_deadline_of_the_whole_probe(tmp_path):
+    """A server that drips within each request's deadline (30 s here, 120 s by default; a check's is
+    three times it) kept the probe for a check's worth of requests times the number of checks: far
+    past 180 s. The whole served probe has one deadline (--endpoint-deadline): the checks it stops
+    are inconclusive, not failed, and say which deadline passed."""
+    server = FakeOpenAI("drip").start()
+    log = tmp_path / "audit.log"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "HFDOCTOR_ENDPOINT_TIMEOUT": "30", "MALLOC_ARENA_MAX": "2"}
+    cmd = [sys.executable, str(AUDIT_RUN), str(log), "--", "probe", "--endpoint", server.url, "--endpoint-model",
+           "fake-model", "--endpoint-deadline", "4", "--format", "json"]
+    try:
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=90,
+                              preexec_fn=_cap_memory)  # without the deadline: minutes (a hang detector only)
+    finally:
+        server.stop()
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, (proc.returncode, proc.stderr[-3000:])
+    report = json.loads(proc.stdout)
+    checks = report["served"]["conformance"]
+    assert report["served"]["deadline_s"] == 4 and {c["status"] for c in checks} == {"inconclusive"}, checks
+    assert all("deadline for the endpoint" in c["detail"] for c in checks), checks
+
+
+def test_served_checks_the_run_deadline_stopped_are_inconclusive():
+    """probe TARGET --endpoint: the checks compared with the in-process ones are cut the same way, and
+    an inconclusive one disagrees with nothing."""
+    from hfdoctor.probe import served
+    from hfdoctor.probe.checks import CheckResult
+
+    passed = client.Deadline(0.0, whole_run=True)
+    endpoint = served.Endpoint("http://127.0.0.1:9", "m", "external", deadline=passed)  # never asked
+    in_process = {name: CheckResult(name, "passed", "in-process") for name in ("think-on", "think-off")}
+    results = served.served_checks(endpoint, in_process, 96, True)
+    assert [(r.name, r.status) for r in results] == [("think-on", "inconclusive"), ("think-off", "inconclusive"),
+                                                     ("stops-at-eos", "inconclusive"), ("deterministic", "inconclusive")]
+    assert "deadline for the endpoint" in results[0].detail
+    assert served.agreement(in_process, results, endpoint).status == "passed"
+
+
 def test_every_hostile_mode_is_tested():
     from openai_server import HOSTILE_MODES
 
@@ -90,8 +129,6 @@ def test_every_hostile_mode_is_tested():
 # --- the readers, on any input --------------------------------------------------------
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from hfdoctor.probe import client  # noqa: E402
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(

@@ -100,7 +100,8 @@ def _pushed_large_blobs(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     for blob in large[:10]:
         yield self.finding(
             repo,
-            f"commit {blob.commit[:12]} of this push adds {blob.path} ({blob.size / 2**20:.1f} MiB) as a plain git blob, "
+            (f"commit {blob.commit[:12]} of this push adds" if blob.commit else "this push carries (from a merge or "
+             "an earlier commit)") + f" {blob.path} ({blob.size / 2**20:.1f} MiB) as a plain git blob, "
             "not an lfs pointer: the Hub rejects the whole push even though a later commit removes or moves it. "
             "Rewrite that commit (git lfs migrate import --include=PATH, or git rebase -i) before pushing.",
             file=blob.path,

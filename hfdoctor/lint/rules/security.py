@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Iterator
 
 import dataclasses
-import io
 
 from hfdoctor.knowledge import registry
 from hfdoctor.compat import knowledge as kb
@@ -20,7 +19,7 @@ from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.sources.base import Unreadable
-from hfdoctor.weights.headers import LFS_POINTER_PREFIX, lfs_pointer, repo_weights
+from hfdoctor.weights.headers import lfs_pointer, repo_weights
 from hfdoctor.repo.facts import fact
 
 
@@ -300,9 +299,13 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """An earlier commit of a push adds a pickle that imports code, though a later commit removes or replaces it.
 
     Why: the push still carries the blob, and anyone can load it by revision. Judged when
-    hfdoctor checks a push (the pre-push hook, `--git-since`): each blob the pushed
-    commits add is scanned once, up to 64 MB; git-lfs pointers are skipped (the object
-    itself is not in the push).
+    hfdoctor checks a push (the pre-push hook, `--git-since`): each blob the push sends is
+    scanned once, as at the tip. A git-lfs pointer is judged by the object it names when
+    that object is in the repository's LFS store, since git-lfs uploads it with the push. A
+    pickle of an earlier commit that hfdoctor could not prove safe (a bound stopped its
+    scan, or it is over the 64 MB hfdoctor reads of such a blob) is an error here too, as
+    pickle-not-proven-safe is at the tip; one whose bytes the loader itself refuses is a
+    warning, as pickle-unscannable is.
 
     Example: commit A adds model.pkl importing os.system, commit B replaces it with a
     clean file, and both are pushed (tests/sources/test_pushed_history.py).
@@ -312,25 +315,32 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """
     source = repo.source
     for blob in getattr(source, "pushed", ()):
-        if not scanned(blob.path) or blob.size > PUSHED_BLOB_LIMIT:
+        if not scanned(blob.path):
             continue
+        adds = (f"commit {blob.commit[:12]} of this push adds {blob.path}" if blob.commit else
+                f"this push carries {blob.path} (blob {blob.sha[:12]}, from a merge or an earlier commit)")
+        rewrite = ("A later commit removes or replaces it, but the push still carries it and anyone can load it by "
+                   "revision. Rewrite the history before pushing (git rebase -i, or git filter-repo).")
         try:
-            data = source.read_blob(blob.sha, PUSHED_BLOB_LIMIT)
-        except Unreadable:
+            handle = source.open_pushed(blob, PUSHED_BLOB_LIMIT)
+        except Unreadable as err:
+            yield self.finding(repo, f"{adds}, which is not proven safe: it {err}. {rewrite}", file=blob.path)
             continue
-        if data.startswith(LFS_POINTER_PREFIX):
-            continue  # an LFS pointer: the object itself is not in the push
-        scan = scan_handle(io.BytesIO(data), blob.path, repo.budget)
+        if handle is None:
+            continue  # an LFS pointer whose object is not here: git-lfs uploads nothing of it
+        with handle:
+            scan = scan_handle(handle, blob.path, repo.budget)
         dangerous, unlisted = scan.by_verdict("dangerous"), scan.by_verdict("unlisted")
         if dangerous or unlisted:
             yield self.finding(
-                repo,
-                f"commit {blob.commit[:12]} of this push adds {blob.path}, whose pickle imports "
-                f"{_names(dangerous + unlisted)}" + _chain(scan, dangerous + unlisted)
-                + ". A later commit removes or replaces it, but the push still carries it and anyone can load it "
-                "by revision. Rewrite the history before pushing (git rebase -i, or git filter-repo).",
-                file=blob.path,
+                repo, f"{adds}, whose pickle imports {_names(dangerous + unlisted)}"
+                + _chain(scan, dangerous + unlisted) + f". {rewrite}", file=blob.path,
             )
+        elif scan.unproven:
+            yield self.finding(repo, f"{adds}, which is not proven safe: {scan.unproven[0]}. {rewrite}", file=blob.path)
+        elif scan.problems and scan.kind != "not-pickle":  # bytes the loader refuses too: SEC007's warning at the tip
+            yield self.finding(repo, f"{adds}, which could not be fully scanned ({scan.problems[0]}): imports after "
+                               f"that point are unknown. {rewrite}", file=blob.path, severity=Severity.WARNING)
 
 
 @rule("SEC003", "unsafe-model-file", Severity.ERROR, fix=FixAvailability.NONE)
