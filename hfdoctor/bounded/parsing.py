@@ -5,7 +5,10 @@ nested 20,000 deep raises RecursionError, an integer of 5,000 digits raises Valu
 JSONDecodeError), YAML nested deep recurses in PyYAML's composer, and a few YAML aliases
 expand into billions of nodes for the first program that walks the result. Here:
 
-- JSON deeper than MAX_DEPTH, or with an integer beyond Python's digit limit, is refused;
+- JSON deeper than MAX_DEPTH, with more than MAX_CONTAINERS arrays and objects or MAX_VALUES
+  values, or with an integer beyond Python's digit limit, is refused: bytes and depth alone do
+  not bound what a parse builds (63 MB of `{}` is 21 million dicts, 1.7 GB, and only 65 KB as a
+  compressed git blob);
 - YAML is composed with a depth limit, its aliases may not expand beyond MAX_YAML_NODES,
   and an integer beyond the digit limit is refused;
 
@@ -30,6 +33,12 @@ MAX_DEPTH = 128
 # hfdoctor walks recursively.
 DEPTH_CHECK_MAX_BYTES = 8 * 1024 * 1024
 MAX_YAML_NODES = 1_000_000
+# What a parse may build. Qwen3's tokenizer.json has 153,000 arrays and 610,000 values, a
+# 262,000-token vocabulary with its merges about four times that; each value costs 40 to 80
+# bytes parsed. Counted from the bytes before parsing, brackets and commas inside strings too
+# (an upper bound: real files hold a few thousand of those).
+MAX_CONTAINERS = 2_000_000
+MAX_VALUES = 6_000_000
 # Above this size a parse pauses the cyclic garbage collector (see gc_paused), and its
 # result is remembered by the bytes' digest (see load_json).
 GC_PAUSE_BYTES = 1024 * 1024
@@ -82,9 +91,24 @@ def load_json(text: str, raw: bytes | None = None) -> Any:
     return LARGE_PARSES.lookup(key, lambda: _parse(text, data))
 
 
+def too_many_values(data: bytes) -> str | None:
+    """Why JSON text would build more than a parse may (None when it would not): at C speed,
+    counting every bracket and comma, those inside strings too."""
+    containers = data.count(b"{") + data.count(b"[")
+    if containers > MAX_CONTAINERS:
+        return f"more than {MAX_CONTAINERS:,} arrays and objects"
+    if containers + data.count(b",") > MAX_VALUES:
+        return f"more than {MAX_VALUES:,} values"
+    return None
+
+
 def _parse(text: str, data: bytes) -> Any:
     if len(data) <= DEPTH_CHECK_MAX_BYTES and nesting_exceeds(data):
         raise ParseError(f"is not usable JSON: nested deeper than {MAX_DEPTH} levels", None)
+    too_many = too_many_values(data)
+    if too_many is not None:
+        raise ParseError(f"is not read: it holds {too_many}, more than any real metadata file (hfdoctor's limit)",
+                         None)
     try:
         if len(data) <= GC_PAUSE_BYTES:
             return json.loads(text)

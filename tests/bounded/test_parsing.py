@@ -115,3 +115,18 @@ def test_gc_paused_restores_the_collector_even_when_the_parse_fails():
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+def test_json_that_would_build_too_many_values_is_refused_before_parsing(monkeypatch):
+    """63 MB of `{}` (65 KB as a git blob) parsed into 21 million dicts: 1.7 GB. Bytes and depth bound
+    neither; the brackets and commas counted at C speed do (brackets inside strings count too)."""
+    from hfdoctor.bounded import parsing
+
+    monkeypatch.setattr(parsing, "MAX_CONTAINERS", 100)
+    monkeypatch.setattr(parsing, "MAX_VALUES", 300)
+    with pytest.raises(ParseError, match="more than 100 arrays and objects"):
+        load_json("[" + "{}," * 100 + "{}]")
+    with pytest.raises(ParseError, match="more than 300 values"):
+        load_json("[" + "0," * 300 + "0]")
+    assert load_json("[" + "{}," * 98 + "{}]") == [{}] * 99  # 100 with the outer array
+    assert parsing.too_many_values(b'{"a": "[[[[,,,,"}') is None
