@@ -106,6 +106,10 @@ MAX_TARGETS = 100_000
 MAX_TARGET_PARTS = 64
 
 
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
 class RankPatterns:
     """rank_pattern as PEFT applies it: the rank of the first key whose `(.*\\.)?(key)$` matches the
     module's name from its start, else r (LoraModel._create_and_replace via get_pattern_key).
@@ -126,7 +130,7 @@ class RankPatterns:
     def _keys(self) -> Iterator[tuple[Any, Any]]:
         yield from self._compiled
         while len(self._compiled) < min(len(self.items), MAX_RANK_PATTERN_KEYS):
-            if self.deadline is not None and time.monotonic() > self.deadline:
+            if _past(self.deadline):
                 return
             key, value = self.items[len(self._compiled)]
             # PEFT's own concatenation; a key RE2 refuses (or that is not text) matches nothing.
@@ -148,8 +152,11 @@ class RankPatterns:
         for compiled, value in self._keys():
             if compiled is not None and compiled.match(module):
                 return value if isinstance(value, int) and not isinstance(value, bool) else None
-        if self.complete:
-            return self.default
+            if _past(self.deadline):  # a match can cost milliseconds on a long name (RE2's NFA)
+                break
+        else:
+            if self.complete:
+                return self.default
         self.unknown += 1
         return None
 
@@ -190,8 +197,10 @@ class ModuleTargets:
     costs a dictionary lookup per distinct entry length, whatever the number of entries
     (testing every name against every entry took minutes for 20,000 of each)."""
 
-    def __init__(self, target: Any):
+    def __init__(self, target: Any, deadline: float | None = None):
         self.regex = patterns.compile_untrusted(target, cache=False) if isinstance(target, str) else None
+        self.deadline = deadline  # for the regex: each match is linear in the name, the names are many
+        self.unknown = 0  # names the regex was not matched against (the deadline passed)
         self.is_list = isinstance(target, list)
         self.unjudged: list[str] = []  # entries past the bounds: neither matched nor unmatched
         self._by_parts: dict[tuple[str, ...], str] = {}
@@ -226,12 +235,15 @@ class ModuleTargets:
 
     def targets(self, name: str) -> bool | None:
         """Whether PEFT creates a LoRA layer for `name`; None when that is unknown (a regex RE2
-        refuses, entries past the bounds)."""
+        refuses, entries past the bounds, the deadline passed)."""
         if self.is_list:
             return True if self.matches(name) else (None if self.unjudged else False)
-        if self.regex is not None:
-            return self.regex.fullmatch(name) is not None
-        return None
+        if self.regex is None:
+            return None
+        if _past(self.deadline):
+            self.unknown += 1
+            return None
+        return self.regex.fullmatch(name) is not None
 
 
 def targeted(target: Any, module: str) -> bool:

@@ -103,3 +103,13 @@ def test_rank_pattern_keys_are_compiled_once_and_only_so_many():
 def test_an_untrusted_pattern_of_a_huge_program_is_refused():
     assert patterns.compile_untrusted(r"\pL{1000}kN") is None
     assert patterns.compile_untrusted(r"(.*\.)?(q_proj|v_proj)") is not None
+
+
+def test_matching_stops_at_the_deadline():
+    """A regex RE2 accepts can still cost milliseconds a match on a long name (its NFA): past the
+    check's deadline the rank, or whether a regex targets a name, is unknown."""
+    ranks = RankPatterns({"r": 8, "rank_pattern": {"x_proj": 4, "q_proj": 16}}, deadline=0.0)
+    assert ranks.rank("model.q_proj") is None and ranks.unknown == 1
+    targets = ModuleTargets(r".*q_proj", deadline=0.0)
+    assert targets.targets("model.q_proj") is None and targets.unknown == 1
+    assert ModuleTargets(["q_proj"], deadline=0.0).targets("model.q_proj") is True  # a list costs nothing
