@@ -42,7 +42,10 @@ MAX_VALUES = 6_000_000
 # Above this size a parse pauses the cyclic garbage collector (see gc_paused), and its
 # result is remembered by the bytes' digest (see load_json).
 GC_PAUSE_BYTES = 1024 * 1024
-LARGE_PARSES = memo("large JSON parses", 2)
+# Each entry is (value, its estimated size): a parse of the largest file allowed is hundreds of MB.
+LARGE_PARSES = memo("large JSON parses", 2, max_bytes=256 << 20, weigh=lambda entry: entry[1])
+# What one parsed value costs, about (a short string or number and its slot: see MAX_VALUES).
+BYTES_PER_VALUE = 80
 
 _KEEP = b'[]{}"'
 _DELETE = bytes(b for b in range(256) if b not in _KEEP)
@@ -78,8 +81,8 @@ def nesting_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
 def load_json(text: str, raw: bytes | None = None) -> Any:
     """json.loads with limits; ParseError(message, line) for anything a reader cannot take.
 
-    The last few large files parsed (tokenizer.json, vocab.json) are remembered by their
-    bytes' sha256: the same bytes again (the fixer re-checking a patched view whose
+    The last two large files parsed (tokenizer.json, vocab.json), if they are not too large
+    together, are remembered by their bytes' sha256: the same bytes again (the fixer re-checking a patched view whose
     tokenizer.json it did not touch, a catalog where repositories share a tokenizer) give
     the same value without a second parse. The value is shared, as it is among the rules of
     one check: readers never change what they are given.
@@ -88,7 +91,15 @@ def load_json(text: str, raw: bytes | None = None) -> Any:
     if len(data) <= GC_PAUSE_BYTES:
         return _parse(text, data)
     key = (len(data), hashlib.sha256(data).digest())
-    return LARGE_PARSES.lookup(key, lambda: _parse(text, data))
+    value, _ = LARGE_PARSES.lookup(key, lambda: (_parse(text, data), _estimated_bytes(data)))
+    return value
+
+
+def _estimated_bytes(data: bytes) -> int:
+    """About what the parse of `data` holds: its values (counted as too_many_values counts them)
+    and its text."""
+    values = data.count(b"{") + data.count(b"[") + data.count(b",") + 1
+    return values * BYTES_PER_VALUE + len(data)
 
 
 def too_many_values(data: bytes) -> str | None:

@@ -169,13 +169,17 @@ def capabilities(analysis: TemplateAnalysis) -> dict[str, Any]:
 # --- markers ---------------------------------------------------------------------------
 
 
-def emitted_markers(analysis: TemplateAnalysis) -> list[str]:
-    """Every marker-shaped string in any render, in order of first appearance."""
+def emitted_markers(analysis: TemplateAnalysis, limit: int | None = None) -> list[str]:
+    """Every marker-shaped string in any render, in order of first appearance (each render's
+    pipes, then its full-width markers, brackets and tags); with `limit`, at most limit + 1 of
+    them (whether there are more than `limit` is all a caller needs to know)."""
     seen: dict[str, None] = {}
     for text in analysis.texts():
         for pattern in (PIPE_MARKER, FULLWIDTH_MARKER, BRACKET_MARKER, TAG_MARKER):
             for match in pattern.finditer(text):
                 seen.setdefault(match.group(0), None)
+                if limit is not None and len(seen) > limit:
+                    return list(seen)
     return list(seen)
 
 

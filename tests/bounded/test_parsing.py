@@ -130,3 +130,18 @@ def test_json_that_would_build_too_many_values_is_refused_before_parsing(monkeyp
         load_json("[" + "0," * 300 + "0]")
     assert load_json("[" + "{}," * 98 + "{}]") == [{}] * 99  # 100 with the outer array
     assert parsing.too_many_values(b'{"a": "[[[[,,,,"}') is None
+
+
+def test_a_large_parse_is_remembered_only_when_it_is_not_too_heavy(monkeypatch):
+    """The memo of large parses held two tokenizer.json values whatever their size: it weighs each
+    by its values (the brackets and commas) and keeps at most its max_bytes of them."""
+    from hfdoctor.bounded import parsing
+
+    parsing.LARGE_PARSES.clear()
+    light = json.dumps({"x": "a" * parsing.GC_PAUSE_BYTES})
+    assert load_json(light) is load_json(light)  # remembered: one value
+    heavy = json.dumps([0] * (parsing.GC_PAUSE_BYTES // 2))
+    monkeypatch.setattr(parsing.LARGE_PARSES, "max_bytes", len(heavy) * 2)
+    assert load_json(heavy) is not load_json(heavy)  # ~40x its bytes parsed: never held
+    assert len(parsing.LARGE_PARSES) == 1 and parsing.LARGE_PARSES.held_bytes <= parsing.LARGE_PARSES.max_bytes
+    parsing.LARGE_PARSES.clear()

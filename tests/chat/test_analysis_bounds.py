@@ -105,3 +105,10 @@ def test_the_spelling_hint_among_thousands_compares_a_window():
     tokens = sorted([f"<|tool_{i:05d}|>" for i in range(5000)] + ["<|im_start|>"])
     assert len(capabilities.nearest("<|im_begin|>", tokens)) <= 2 * capabilities.NEAR_WINDOW < len(tokens)
     assert _closest("<|im_begin|>", tokens) == "<|im_start|>"
+
+
+def test_emitted_markers_stop_past_a_limit():
+    found = analysis_mod.TemplateAnalysis("t")
+    found.renders[("user", True, ())] = analysis_mod.Outcome("".join(f"<|m{i}|>" for i in range(5000)))
+    assert len(capabilities.emitted_markers(found)) == 5000
+    assert capabilities.emitted_markers(found, 10) == [f"<|m{i}|>" for i in range(11)]

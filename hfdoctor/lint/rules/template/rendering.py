@@ -222,7 +222,9 @@ def _handles_system(text: str) -> bool:
     return SYSTEM_TEST.search(text) is not None
 
 
-# Missing markers reported one by one (real templates emit a few dozen markers in all).
+# Markers judged, and missing markers reported one by one (real templates emit a few dozen
+# markers in all; judging a tag costs a spelling comparison with the tags nearest it).
+MAX_MARKERS_JUDGED = 1000
 MAX_MARKERS_REPORTED = 100
 
 
@@ -258,7 +260,11 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     source, analysis = found
     added = sorted(repo.added_token_strings)
-    emitted = capabilities.emitted_markers(analysis)
+    emitted = capabilities.emitted_markers(analysis, MAX_MARKERS_JUDGED)
+    if len(emitted) > MAX_MARKERS_JUDGED:
+        repo.budget.skip(f"the markers the chat template emits after the first {MAX_MARKERS_JUDGED:,} "
+                         "(template-unknown-token)", "too many to judge one by one")
+        emitted = emitted[:MAX_MARKERS_JUDGED]
     missing = capabilities.expected_tokens(emitted, vocab, added)
     if not missing:
         return
