@@ -55,8 +55,8 @@ def bench_pairs(names: list[str], wall: float) -> None:
         done = [r for r in runs if r.returncode is not None]
         seconds = _ratio(runs[0].seconds, runs[1].seconds) if len(done) == 2 else "-"
         memory = _ratio(runs[0].peak_bytes, runs[1].peak_bytes) if len(done) == 2 else "-"
-        print(f"{name:28} {hostile_s:>10} {hostile_peak:>8}   {benign_s:>10} {benign_peak:>8}   {seconds:>7} {memory:>7}",
-              flush=True)
+        print(f"{name:28} {hostile_s:>10} {hostile_peak:>8}   {benign_s:>10} {benign_peak:>8}   "
+              f"{seconds:>7} {memory:>7}", flush=True)
 
 
 def bench_hostile_repos(wall: float) -> None:

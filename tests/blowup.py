@@ -30,8 +30,8 @@ ADAPTER_BASE = "Qwen/Qwen3-8B"  # a base the registry knows: its hidden size and
 QWEN_HIDDEN = 4096
 
 
-def _adapter(repo: Path, config: dict, modules: list[str], shapes: tuple[list[int], list[int]] = ([8, QWEN_HIDDEN],
-                                                                                                 [QWEN_HIDDEN, 8])) -> None:
+def _adapter(repo: Path, config: dict, modules: list[str],
+             shapes: tuple[list[int], list[int]] = ([8, QWEN_HIDDEN], [QWEN_HIDDEN, 8])) -> None:
     repo.mkdir(parents=True, exist_ok=True)
     config = {"peft_type": "LORA", "r": 8, "lora_alpha": 16, "base_model_name_or_path": ADAPTER_BASE,
               "task_type": "CAUSAL_LM", **config}

@@ -299,13 +299,18 @@ def _analyze(repo: "ModelRepo", text: str, tool_use: bool) -> TemplateAnalysis:
 
 TEMPLATES_SKIPPED = "chat templates"  # budget.skip keys: one entry for all those left out
 TEMPLATES_SKIPPED_MEMORY = "chat templates (memory)"
+TEMPLATES_SKIPPED_COUNT = "chat templates (count)"
+# Distinct templates analysed per repository, the default first: real ones store one to a few
+# (default, tool_use, rag); a GGUF can name 20,000, each a worker run until the budget ran out.
+MAX_TEMPLATES = 32
 
 
 def _within_budget(repo: "ModelRepo", text: str, special_tokens: dict[str, str], tool_use: bool) -> TemplateAnalysis:
     """run_analysis, when the repository's budget still holds it; otherwise an analysis that says it
     was not analysed (the rules say nothing of it, and check-incomplete names it):
 
-    - a template whose source passes MAX_TEMPLATE_CHARS is not parsed;
+    - a template whose source passes MAX_TEMPLATE_CHARS is not parsed, nor one past the
+      first MAX_TEMPLATES of the repository;
     - one whole worker's time limit must be left: a hundred templates that each run to their
       limit take the budget, not a hundred times the limit;
     - the renders the check keeps must fit the budget's allowance of memory (each analysis holds
@@ -315,6 +320,12 @@ def _within_budget(repo: "ModelRepo", text: str, special_tokens: dict[str, str],
     if len(text) > MAX_TEMPLATE_CHARS:
         why = f"its source is {len(text) / 2**20:.1f} MiB, over the {MAX_TEMPLATE_CHARS >> 10} KiB hfdoctor parses"
         budget.skip(f"chat templates ({_template_label(repo, text)})", why)
+        return _not_analysed(text, tool_use, why)
+    sources = repo.facts.get(_template_sources)
+    if sources.get(text, (0, None))[0] >= MAX_TEMPLATES:
+        why = f"hfdoctor analyses the first {MAX_TEMPLATES} templates of a repository"
+        budget.skip(f"{len(sources) - MAX_TEMPLATES:,} chat templates after the first {MAX_TEMPLATES}", why,
+                    TEMPLATES_SKIPPED_COUNT)
         return _not_analysed(text, tool_use, why)
     # The first template left out is named; the rest follow it (one entry, not one each).
     if budget.remaining() < limits.total_s:
@@ -341,9 +352,20 @@ def _not_analysed(text: str, tool_use: bool, why: str) -> TemplateAnalysis:
     return analysis
 
 
+def _template_sources(repo: "ModelRepo") -> dict[str, tuple[int, Any]]:
+    """text -> (position, first source) of each distinct template the repository stores, the
+    default first (a fact: one pass over them, however many a GGUF names)."""
+    found: dict[str, tuple[int, Any]] = {}
+    default = repo.chat_template
+    for source in ([default] if default is not None else []) + list(repo.chat_templates):
+        if source.text not in found:
+            found[source.text] = (len(found), source)
+    return found
+
+
 def _template_label(repo: "ModelRepo", text: str) -> str:
-    source = next((s for s in repo.chat_templates if s.text == text), None)
-    return f"the {source.name!r} template in {source.where}" if source is not None else "a template"
+    found = repo.facts.get(_template_sources).get(text)
+    return f"the {found[1].name!r} template in {found[1].where}" if found is not None else "a template"
 
 
 def template_reading(repo: "ModelRepo", source: Any) -> Any:

@@ -58,7 +58,8 @@ def _vocabulary(tokens: list, types: object) -> tuple[dict[str, int], frozenset[
     """token -> id, and the control and user-defined tokens."""
     types = types if isinstance(types, list) and len(types) == len(tokens) else [None] * len(tokens)
     vocab = {token: i for i, token in enumerate(tokens) if isinstance(token, str) and token}
-    added = frozenset(t for t, kind in zip(tokens, types) if isinstance(t, str) and t and kind in (CONTROL, USER_DEFINED))
+    added = frozenset(t for t, kind in zip(tokens, types)
+                      if isinstance(t, str) and t and kind in (CONTROL, USER_DEFINED))
     return vocab, added
 
 

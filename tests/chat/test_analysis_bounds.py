@@ -38,7 +38,8 @@ def test_a_template_source_past_the_limit_is_not_parsed(tmp_path, monkeypatch):
     repo = _repo(tmp_path, template)
     monkeypatch.setattr(analysis_mod, "run_analysis", lambda *a, **k: (_ for _ in ()).throw(AssertionError("parsed")))
     found = analysis_mod.analyze(repo, template)
-    assert found.fatal is not None and found.fatal[1].kind == "skipped" and "KiB hfdoctor parses" in found.fatal[1].message
+    assert found.fatal is not None and found.fatal[1].kind == "skipped"
+    assert "KiB hfdoctor parses" in found.fatal[1].message
     assert analysis_mod.template_reading(repo, repo.chat_template) is None
     assert any("chat templates" in entry and "parses" in entry for entry in repo.budget.skipped)
 
@@ -66,7 +67,8 @@ def test_templates_past_the_memory_a_check_keeps_are_left_out(tmp_path):
     repo = _repo(tmp_path, template)
     repo.budget.keep(repo.budget.keep_bytes)
     found = analysis_mod.analyze(repo, template)
-    assert found.fatal is not None and found.fatal[1].kind == "skipped" and "MiB a check keeps" in found.fatal[1].message
+    assert found.fatal is not None and found.fatal[1].kind == "skipped"
+    assert "MiB a check keeps" in found.fatal[1].message
 
 
 def test_long_renders_are_not_compared_in_tokens():
@@ -112,3 +114,20 @@ def test_emitted_markers_stop_past_a_limit():
     found.renders[("user", True, ())] = analysis_mod.Outcome("".join(f"<|m{i}|>" for i in range(5000)))
     assert len(capabilities.emitted_markers(found)) == 5000
     assert capabilities.emitted_markers(found, 10) == [f"<|m{i}|>" for i in range(11)]
+
+
+def test_templates_past_the_first_of_a_repository_are_left_out(tmp_path, monkeypatch):
+    """A GGUF can name 20,000 templates: each was a worker run until the time budget ran out."""
+    monkeypatch.setattr(analysis_mod, "MAX_TEMPLATES", 1)
+    default = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    extra = default + "{# another #}"
+    folder = _repo(tmp_path, default).source.local_dir
+    (folder / "chat_template.jinja").write_text(default)
+    (folder / "additional_chat_templates").mkdir()
+    (folder / "additional_chat_templates" / "other.jinja").write_text(extra)
+    repo = ModelRepo(folder, budget=Budget())
+    assert analysis_mod.analyze(repo, repo.chat_template.text).fatal is None
+    found = analysis_mod.analyze(repo, extra)
+    assert found.fatal is not None and "first 1 templates" in found.fatal[1].message
+    assert repo.budget.skipped == ["1 chat templates after the first 1 (hfdoctor analyses the first 1 templates "
+                                   "of a repository)"]

@@ -11,8 +11,9 @@ from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
-from hfdoctor.weights.adapter import (MAX_RANK_PATTERN_KEYS, READS_HIDDEN, WRITES_HIDDEN, AdapterWeights, ModuleTargets, RankPatterns,
-                                      adapter_weights, local_path, quantized_copy, registry_base)
+from hfdoctor.weights.adapter import (MAX_RANK_PATTERN_KEYS, READS_HIDDEN, WRITES_HIDDEN, AdapterWeights,
+                                      ModuleTargets, RankPatterns, adapter_weights, local_path, quantized_copy,
+                                      registry_base)
 from hfdoctor.weights.headers import repo_weights
 
 VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
