@@ -155,7 +155,13 @@ class FixResult:
     written: bool
     diff: str | None = None  # the unified diff, when it was asked for
     errors: list[str] = field(default_factory=list)
-    revealed: list[Finding] = field(default_factory=list)  # fixable findings only the fixes revealed: not fixed
+    passes: list[list[Finding]] = field(default_factory=list)  # `applied`, pass by pass
+    revealed: list[Finding] = field(default_factory=list)  # applied, but check had not shown them: an earlier pass revealed them
+    unfinished: list[Finding] = field(default_factory=list)  # still fixable when the passes ran out (a bug of some fix)
+
+    def pass_of(self, finding: Finding) -> int:
+        """The pass (from 1) that fixed `finding`."""
+        return next(i for i, fixed in enumerate(self.passes, 1) if any(f is finding for f in fixed))
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import atexit
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,14 @@ TESTS = ROOT / "tests"
 # real SmolLM2 probe took twice as long in the suite as alone. One thread each.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-# Real upstream metadata lives beside the project (never copied into it).
+# The cache of layouts transformers built (hfdoctor.weights.layout_cache) is this test process's own,
+# never the developer's home, and gone when the process ends.
+os.environ["HFDOCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="hfdoctor-test-cache-")
+atexit.register(shutil.rmtree, os.environ["HFDOCTOR_CACHE_DIR"], ignore_errors=True)
 # @huggingface/jinja, when .ci/run (npm) installed it beside the project: the tests render with it.
 if (ROOT / ".node" / "node_modules" / "@huggingface" / "jinja").is_dir():
     os.environ.setdefault("HFDOCTOR_NODE_MODULES", str(ROOT / ".node" / "node_modules"))
+# Real upstream metadata lives beside the project (never copied into it).
 UPSTREAM = Path(os.environ.get("HFDOCTOR_TEST_UPSTREAM", ROOT.parent / "shared" / "upstream")).resolve()
 
 if not UPSTREAM.is_dir():

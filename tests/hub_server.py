@@ -12,6 +12,8 @@ It speaks the endpoints huggingface_hub uses to read a model repo:
   "regular"), POST /api/models/{org}/{name}/commit/{rev}?create_pr=1 (ndjson; a stale
   `parentCommit` is refused with 412, as the Hub does), GET .../discussions; a pull request
   is the revision `refs/pr/N`. Writes need the test token; `read_only` repos answer 403.
+- discussions and their comments (list, details, create, comment, edit) and whoami, for the
+  webhook runner: tests/hub_discussions.py, with its faults (503s, calls that hang).
 Repos are dicts of path -> bytes or a file on disk (sparse weights: only the requested
 ranges are read). Every body byte sent is counted per repo. A repo named `*/hang` never
 answers (until the server stops). Only 127.0.0.1 is bound.
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from hub_discussions import DiscussionsHub, DiscussionsMixin, new_discussion
 
 TOKEN = "hf_test_token"
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".gguf")
@@ -82,8 +86,9 @@ class HubRepo:
         return hashlib.sha1(f"{path}:{self.size(path)}".encode()).hexdigest()
 
 
-class FakeHub:
+class FakeHub(DiscussionsHub):
     def __init__(self, repos: dict[str, HubRepo] | None = None):
+        self._init_discussions()
         self.repos: dict[str, HubRepo] = dict(repos or {})
         self.sent: dict[str, int] = {}  # repo id -> body bytes sent
         self.sent_files: dict[tuple[str, str], int] = {}  # (repo id, path) -> file bytes sent
@@ -134,7 +139,7 @@ def _server(hub: FakeHub, cdn: bool) -> ThreadingHTTPServer:
     return server
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(DiscussionsMixin, BaseHTTPRequestHandler):
     hub: FakeHub
     cdn: bool
     protocol_version = "HTTP/1.1"
@@ -198,6 +203,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if parts == ["api", "validate-yaml"]:
             return self._send(200, b'{"errors": [], "warnings": []}', {"Content-Type": "application/json"})
+        if parts[:2] == ["api", "models"] and len(parts) >= 5 and parts[4] == "discussions":
+            return self._discussion_post("/".join(parts[2:4]), parts, body)
         if parts[:2] != ["api", "models"] or len(parts) < 6 or parts[4] not in ("preupload", "commit"):
             return self._error(404, "NotFound")
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
@@ -233,26 +240,13 @@ class _Handler(BaseHTTPRequestHandler):
             commit = hashlib.sha1(f"{repo.commit}:pr{num}".encode()).hexdigest()
             repo.history[commit] = files
             repo.refs[f"refs/pr/{num}"] = commit
-            repo.discussions.append({
-                "num": num, "title": header["summary"], "status": "open", "author": {"name": "hfdoctor-test"},
-                "createdAt": "2026-11-23T00:00:00.000Z", "isPullRequest": True,
-                "repo": {"name": repo_id, "type": "model"}, "description": header.get("description", ""),
-                "files": sorted(item["value"]["path"] for item in lines if item["key"] == "file"),
-            })
+            discussion = new_discussion(repo_id, num, header["summary"], "hfdoctor-test", header.get("description", ""),
+                                        True)
+            discussion["files"] = sorted(item["value"]["path"] for item in lines if item["key"] == "file")
+            repo.discussions.append(discussion)
         answer = {"commitUrl": f"{self.hub.endpoint}/{repo_id}/commit/{commit}", "commitOid": commit,
                   "pullRequestUrl": f"{self.hub.endpoint}/{repo_id}/discussions/{num}"}
         self._send(200, json.dumps(answer).encode(), {"Content-Type": "application/json"})
-
-    def _discussions(self, repo_id: str, query: dict) -> None:
-        repo = self._repo(repo_id)
-        if repo is None:
-            return
-        wanted = [d for d in repo.discussions
-                  if query.get("status", ["all"])[0] in ("all", d["status"])
-                  and query.get("type", ["all"])[0] in ("all", "pull_request" if d["isPullRequest"] else "discussion")]
-        public = [{k: v for k, v in d.items() if k not in ("description", "files")} for d in wanted]
-        body = {"discussions": public, "count": len(public), "start": 0, "numClosedDiscussions": 0}
-        self._send(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
     def _route(self, head: bool) -> None:
         url = urlsplit(self.path)
@@ -260,12 +254,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.hub.requests.append(f"{'HEAD' if head else 'GET'} {url.path}")
         if self.cdn:
             return self._cdn(parts, head)
+        if parts == ["api", "whoami-v2"]:
+            return self._whoami()
         if parts[:2] == ["api", "models"] and len(parts) >= 4:
             repo_id = "/".join(parts[2:4])
             if len(parts) >= 6 and parts[4] == "tree":
                 return self._tree(repo_id, parts[5], "/".join(parts[6:]), parse_qs(url.query))
             if len(parts) == 5 and parts[4] == "discussions":
                 return self._discussions(repo_id, parse_qs(url.query))
+            if len(parts) == 6 and parts[4] == "discussions":
+                return self._details(repo_id, parts[5])
             revision = parts[5] if len(parts) >= 6 and parts[4] == "revision" else "main"
             return self._model_info(repo_id, revision)
         if len(parts) >= 5 and parts[2] == "resolve":

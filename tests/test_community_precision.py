@@ -94,15 +94,41 @@ def test_rope_theta_still_fires_on_a_model_type_4x_knows(tmp_path):
     config["model_type"], config["rope_parameters"]["rope_theta"] = "qwen3", 1000000.0
     (folder / "config.json").write_text(json.dumps(config))
     found = [f for f in findings(folder, ["CMP001"]) if "rope_theta" in f.message]
-    assert [str(f.severity) for f in found] == ["error"]
+    assert [str(f.severity) for f in found] == ["warning"]  # an error where a 4.x consumer is declared
+
+
+def test_no_rope_theta_warning_where_the_4x_default_is_the_value(tmp_path):
+    """LFM2's 4.x config class defaults rope_theta to 1e6 (issue 39): its v5 config misreads nothing."""
+    from hfdoctor.compat import knowledge as kb
+
+    folder = tmp_path / "lfm2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "transformers_version": "5.23.0",
+        "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}}))
+    assert kb.rope_theta_default_4x("lfm2") == 1000000.0 and kb.rope_theta_default_4x("llama") == 10000.0
+    assert not [f for f in findings(folder, ["CMP001"]) if "rope_theta" in f.message]
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"]["rope_theta"] = 10000.0  # now 4.x reads 1e6 where 5.x reads 1e4
+    (folder / "config.json").write_text(json.dumps(config))
+    [found] = [f for f in findings(folder, ["CMP001"]) if "rope_theta" in f.message]
+    assert "lfm2's default 1e+06" in found.message
 
 
 def test_unsloth_stub_config_beside_an_adapter_or_a_gguf(tmp_path):
     """Unsloth saves config.json = {"model_type": "llama"} beside a LoRA adapter and beside a GGUF: no
-    loader builds a model class from it there. The same stub as a full model's config is reported."""
+    loader builds a model class from it there. Beside a full model's 4-shard index (Max-Lee's folder also
+    publishes the merged model), transformers builds that model from the stub: reported. The same stub as a
+    full model's config is reported too."""
     for slug in ("Max-Lee-explore__MythTrans-llama31-8B", "shijiale0609__medical-model"):
         assert json.loads((FOLDERS / slug / "config.json").read_text()) == {"model_type": "llama"}
-        assert findings(FOLDERS / slug, ["CFG002"]) == [], slug
+    assert findings(FOLDERS / "shijiale0609__medical-model", ["CFG002"]) == []
+    [beside_index] = findings(FOLDERS / "Max-Lee-explore__MythTrans-llama31-8B", ["CFG002"])
+    assert str(beside_index.severity) == "warning" and "no `architectures`" in beside_index.message
+    folder = tmp_path / "adapter-only"
+    shutil.copytree(FOLDERS / "Max-Lee-explore__MythTrans-llama31-8B", folder)
+    (folder / "model.safetensors.index.json").unlink()
+    assert findings(folder, ["CFG002"]) == []
     folder = tmp_path / "full"
     shutil.copytree(FOLDERS / "Max-Lee-explore__MythTrans-llama31-8B", folder)
     (folder / "adapter_config.json").unlink()

@@ -66,10 +66,11 @@ def test_the_real_smollm2_checkpoint_has_no_false_alarm(smollm2_checkpoint):
     found = [(f.rule, str(f.severity), judge.categorize("smollm2", f.rule, str(f.severity), f.message, table))
              for f in report.findings]
     # Only what is true of it: no model card here, no {% generation %} blocks in its template,
-    # no `architectures` in the config transformers builds from a GGUF, pad_token <|im_end|>.
+    # no `architectures` in the config transformers builds from a GGUF, pad_token <|im_end|> (as
+    # SmolLM2-Instruct's own tokenizer pads: the family's design, info).
     assert {(rule, severity) for rule, severity, _ in found} <= {
         ("card-metadata", "warning"), ("no-assistant-mask", "info"), ("config-architecture-mismatch", "warning"),
-        ("pad-token-is-eos", "warning"),
+        ("pad-token-is-eos", "info"),
         # saved by transformers 5: true for 4.x consumers (tests/compat/test_compat.py)
         ("consumer-incompatible", "error"), ("consumer-incompatible", "warning"),
         # the template only in chat_template.jinja: TGI and the leaderboard, not targeted here

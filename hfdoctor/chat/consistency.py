@@ -333,9 +333,13 @@ class Drift:
     whitespace_only: bool
 
 
-def drift(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> list[Drift]:
+def drift(ours: TemplateAnalysis, upstream: TemplateAnalysis, skip: frozenset[str] = frozenset()) -> list[Drift]:
+    """How `ours` renders the standard conversations differently from `upstream`, the
+    conversations named in `skip` aside."""
     found = []
     for name, add_generation_prompt in DRIFT_RENDERS:
+        if name in skip:
+            continue
         key = render_key(name, add_generation_prompt)
         a, b = ours.renders.get(key), upstream.renders.get(key)
         if a is None or b is None:

@@ -21,10 +21,16 @@ from hfdoctor import __version__
 
 from hfdoctor.cli.common import DESCRIPTION, CommandError, report_error
 from hfdoctor.cli.parsers import COMMANDS, HOOK_COMMANDS, SUMMARIES
+from hfdoctor.cli.webhook import WEBHOOK_COMMANDS
+
+# Command words that only name commands: `hook install`, `webhook serve`.
+GROUPS = {"hook": ("Git hooks that run hfdoctor.", HOOK_COMMANDS),
+          "webhook": ("The Hub webhook runner: checks every pull request and push of the repositories a Hub "
+                      "webhook watches.", WEBHOOK_COMMANDS)}
 
 def group_parser(prog: str, description: str, commands: dict[str, object]) -> argparse.ArgumentParser:
     """The parser of a command word that only names commands: its help lists them."""
-    lines = [f"  {name:<9} {(summary if isinstance(summary, str) else summary.__doc__ or '').strip().splitlines()[0]}"
+    lines = [f"  {name:<10} {(summary if isinstance(summary, str) else summary.__doc__ or '').strip().splitlines()[0]}"
              for name, summary in commands.items()]
     parser = argparse.ArgumentParser(prog=prog, description=description, allow_abbrev=False,
                                      usage=f"{prog} [-h] COMMAND [ARGS]...", epilog="commands:\n" + "\n".join(lines),
@@ -37,22 +43,26 @@ def parse(argv: list[str]) -> argparse.Namespace:
     """argv -> the namespace of one command (its `command` the function to run); exits 0
     after help or the version, 2 on a usage error, as argparse does."""
     top = group_parser("hfdoctor", DESCRIPTION, SUMMARIES)
-    top.add_argument("--version", action="version", version=f"hfdoctor {__version__}", help="Print the version.")
+    top.add_argument("-V", "--version", action="version", version=f"hfdoctor {__version__}", help="Print the version.")
     if not argv:
         top.print_help(sys.stderr)
         raise SystemExit(2)
     word, rest = argv[0], argv[1:]
     if word in COMMANDS:
-        return COMMANDS[word]().parse_intermixed_args(rest)
-    if word == "hook":
-        hook = group_parser("hfdoctor hook", "Git hooks that run hfdoctor.", {
-            name: make().get_default("command") for name, make in HOOK_COMMANDS.items()})
-        if rest and rest[0] in HOOK_COMMANDS:
-            return HOOK_COMMANDS[rest[0]]().parse_intermixed_args(rest[1:])
+        args = COMMANDS[word]().parse_intermixed_args(rest)
+        # `completion` completes the groups' commands too: this module is the one that knows them.
+        args.groups = {group: commands for group, (_, commands) in GROUPS.items()}
+        return args
+    if word in GROUPS:
+        description, commands = GROUPS[word]
+        group = group_parser(f"hfdoctor {word}", description, {
+            name: make().get_default("command") for name, make in commands.items()})
+        if rest and rest[0] in commands:
+            return commands[rest[0]]().parse_intermixed_args(rest[1:])
         if not rest:
-            hook.print_help(sys.stderr)
+            group.print_help(sys.stderr)
             raise SystemExit(2)
-        hook.parse_args(rest)  # help, or an error naming the commands there are
+        group.parse_args(rest)  # help, or an error naming the commands there are
     top.parse_args(argv)  # --help, --version, or an error naming the commands there are
     raise SystemExit(2)
 
@@ -61,9 +71,10 @@ def exit_code_of(err: Exception) -> int | None:
     """The one map from the errors a command may end with to its exit code (CONTRACT: 2, the job
     could not be done); None: not an error a command ends with, a bug of hfdoctor."""
     from hfdoctor.cli.hook import HookError
+    from hfdoctor.config import ConfigError
     from hfdoctor.sources.base import SourceError
 
-    if isinstance(err, (CommandError, HookError, SourceError)):
+    if isinstance(err, (CommandError, ConfigError, HookError, SourceError)):
         return 2
     return None
 

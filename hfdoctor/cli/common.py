@@ -68,6 +68,27 @@ def check_selectors(selectors: list[str]) -> None:
             fail(f"no rule matches {selector!r} (see `hfdoctor rules`)")
 
 
+def command_options(args, **extra):
+    """The Options of a command that checks: its --select/--ignore (checked), --upstream, --fail-on,
+    and --config (read and checked now: a bad file is exit 2 before anything runs) or --isolated."""
+    from hfdoctor.config import ConfigError, Options, load_file
+    from hfdoctor.lint.configured import validate
+
+    selects, ignores = split_list(args.select), split_list(args.ignore)
+    check_selectors(selects + ignores)
+    settings = None
+    if args.config is not None:
+        if args.isolated:
+            fail("--config and --isolated: give one")
+        try:
+            settings = load_file(args.config)
+            validate(settings)
+        except ConfigError as err:
+            fail(f"--config {err}")
+    return Options(tuple(selects), tuple(ignores), tuple(args.upstream or ()), fail_on=args.fail_on,
+                   settings=settings, isolated=args.isolated, **extra)
+
+
 def local_directory(target: str, command: str) -> str:
     """fix and probe work on a directory on this disk (they write files, or load weights)."""
     if os.path.isdir(target):

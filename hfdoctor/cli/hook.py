@@ -46,8 +46,13 @@ def hooks_dir(repo: Path) -> Path:
     return path if path.is_absolute() else (repo / path)
 
 
-def hook_script(fail_on: str) -> str:
+def hook_script(fail_on: str | None = None, check_args: tuple[str, ...] = ()) -> str:
+    """The hook's text. `fail_on` and `check_args` (--select, --ignore, --config: what `hook
+    install` was given) are stored in it, quoted; without them `check` reads the repository's
+    configuration file as it does for a directory."""
     python = shlex.quote(sys.executable)
+    stored = " ".join(shlex.quote(a) for a in ((("--fail-on", fail_on) if fail_on else ()) + tuple(check_args)))
+    verdict = f"--fail-on {fail_on}" if fail_on else "the configuration's fail-on (else error)"
     return f"""#!/bin/sh
 {MARKER} (written by `hfdoctor hook install`; `hfdoctor hook uninstall` restores what was here)
 # Checks what each pushed ref carries (git gives "<local ref> <local sha> <remote ref> <remote sha>"
@@ -55,7 +60,7 @@ def hook_script(fail_on: str) -> str:
 # good one. Every rule judges the pushed tip (what gets served); the blob rules (plain blobs
 # over 10 MiB, pickles that import code) also judge every blob the pushed commits add
 # (remote sha..local sha; for a new branch, every commit no remote has), each blob once.
-# The push stops when findings at or above --fail-on {fail_on} remain (exit 1) or hfdoctor
+# The push stops when findings at or above {verdict} remain (exit 1) or hfdoctor
 # cannot check (exit 2), before anything is uploaded. Bypass once with `git push --no-verify`.
 #
 # Then the pre-push hook that was here before (git-lfs's, pre-commit's), kept as
@@ -78,7 +83,7 @@ while read -r local_ref local_sha remote_ref remote_sha; do
     *) continue ;;      # a deleted ref: nothing to check
   esac
   echo "hfdoctor: checking $local_ref ($local_sha)" >&2
-  run check --fail-on {fail_on} --git-rev "$local_sha" --git-since "$remote_sha" "$top" </dev/null
+  run check {stored + " " if stored else ""}--git-rev "$local_sha" --git-since "$remote_sha" "$top" </dev/null
   code=$?
   if [ "$code" -gt "$status" ]; then status=$code; fi
 done <"$refs"
@@ -143,7 +148,8 @@ def _same_bytes(a: Path, b: Path) -> bool:
         return False
 
 
-def install_pre_push(repo: Path, fail_on: str = "error") -> tuple[Path, Path | None]:
+def install_pre_push(repo: Path, fail_on: str | None = None, check_args: tuple[str, ...] = ()
+                     ) -> tuple[Path, Path | None]:
     """Write hfdoctor's pre-push hook; a pre-push hook that was there (not hfdoctor's) is kept
     as CHAINED_NAME and run after hfdoctor's verdict. Returns (hook, chained hook or None)."""
     directory = hooks_dir(repo)
@@ -157,7 +163,7 @@ def install_pre_push(repo: Path, fail_on: str = "error") -> tuple[Path, Path | N
             raise HookError(f"{path} is not hfdoctor's and {chained.name} already holds another hook; "
                             f"merge them by hand (or remove one) and install again")
         os.replace(path, chained)  # a rename: bytes and mode exactly as they were
-    _write_executable(path, hook_script(fail_on))
+    _write_executable(path, hook_script(fail_on, check_args))
     return path, (chained if chained.exists() else None)
 
 

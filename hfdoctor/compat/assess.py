@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 from hfdoctor import lineage
 from hfdoctor.compat import knowledge as kb
 from hfdoctor.compat.portability import template_portability
-from hfdoctor.compat.targets import targeted_engines
+from hfdoctor.compat.targets import declared_transformers_4, targeted_engines
 from hfdoctor.repo import ModelRepo
 from hfdoctor.bounded.tokenizing import TokenizerFailed
 from hfdoctor.findings import Severity
@@ -44,6 +44,7 @@ class Problem:
     # repository (TGI, the leaderboard, transformers releases before 4.48): the severity
     # policy lowers it to info unless the repository targets one of them.
     audience: tuple[str, ...] = ()
+    severity_reason: str | None = None  # why the detector chose `severity`, for the finding
 
 
 Detector = Callable[[ModelRepo], Iterator[Problem]]
@@ -58,26 +59,38 @@ def _has_transformers_files(repo: ModelRepo) -> bool:
 
 
 def v5_rope(repo: ModelRepo) -> Iterator[Problem]:
-    """rope_theta only inside rope_parameters (transformers 5's layout)."""
+    """rope_theta only inside rope_parameters (transformers 5's layout), where 4.x reads another value.
+
+    4.x reads the top-level rope_theta and falls back to its config class's own default
+    (kb.rope_theta_default_4x: 10000 for most, 1e6 for LFM2 and Mixtral). Nothing is said when
+    that default is the value anyway, when no 4.x release has the model type (4.x refuses the
+    config: model_type_support says so), or when its class takes no rope_theta (what it reads is
+    not known). A warning, since every checkpoint transformers 5 saves is written this way; an
+    error when the repository declares a 4.x consumer (compat.targets.declared_transformers_4).
+    """
     config = repo.config
     if not _has_transformers_files(repo) or "rope_theta" in config:
         return
-    if "auto_map" not in config and not _known_to_4x(config.get("model_type")):
-        return  # 4.x refuses the config outright (model_type_support says so): it misreads nothing
+    model_type = config.get("model_type")
+    default = kb.rope_theta_default_4x(model_type) if isinstance(model_type, str) and _known_to_4x(model_type) else None
     rope = config.get("rope_parameters")
     theta = rope.get("rope_theta") if isinstance(rope, dict) else None
-    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or float(theta) == kb.ROPE_THETA_DEFAULT_4X:
+    if default is None or not isinstance(theta, (int, float)) or isinstance(theta, bool) or float(theta) == default:
         return
     rope_type = rope.get("rope_type", "default")
     scaling = (f"; its {rope_type!r} scaling (in rope_parameters) is ignored too, as 4.x reads only rope_scaling"
                if rope_type != "default" and "rope_scaling" not in config else "")
+    declared = declared_transformers_4(repo)
     yield Problem(
         "consumer-incompatible", _on_4x_stacks("fails"),
         f"config.json has rope_theta {theta:g} only inside rope_parameters (as transformers 5 saves it): "
-        f"transformers 4.x reads the top-level rope_theta and silently falls back to the default "
-        f"{kb.ROPE_THETA_DEFAULT_4X:g}, so every position's rotary frequency is wrong and output degrades without "
-        f"an error (vLLM, SGLang and TGI releases that bundle 4.x do the same: vLLM #42624, #44158){scaling}",
-        severity=Severity.ERROR, file="config.json", pointer="/rope_parameters", data={"rope_theta": theta})
+        f"transformers 4.x reads the top-level rope_theta and silently falls back to {model_type}'s default "
+        f"{default:g}, so every position's rotary frequency is wrong and output degrades without an error "
+        f"(vLLM, SGLang and TGI releases that bundle 4.x do the same: vLLM #42624, #44158){scaling}",
+        severity=Severity.ERROR if declared else Severity.WARNING, file="config.json", pointer="/rope_parameters",
+        data={"rope_theta": theta},
+        severity_reason=f"a transformers 4.x consumer is declared: {declared}" if declared else
+        "nothing in the repository declares a transformers 4.x consumer (a pin below 5, TGI, the leaderboard)")
 
 
 def _known_to_4x(model_type: object) -> bool:

@@ -34,8 +34,7 @@ BUNDLES_TRANSFORMERS_4 = ("vllm", "sglang", "tgi", "open-llm-leaderboard")
 
 # Verified with transformers 4.46.3, 4.57.6 and 5.23 (tests/compat/test_compat.py):
 # 4.x reads rope_theta only at the top level of config.json and falls back to the
-# config class default; v5 writes it inside rope_parameters.
-ROPE_THETA_DEFAULT_4X = 10000.0
+# config class default (rope_theta_default_4x); v5 writes it inside rope_parameters.
 # transformers 5 saves this class name for tokenizers loaded without a model-specific
 # class; no 4.x release defines it, so AutoTokenizer raises there.
 V5_ONLY_TOKENIZER_CLASSES = ("TokenizersBackend",)
@@ -73,6 +72,12 @@ def latest_4x() -> str:
 
 def newest_transformers() -> str:
     return consumers()["transformers"]["sampled_versions"][-1]
+
+
+def rope_theta_default_4x(model_type: str) -> float | None:
+    """The rope_theta a 4.x config class of `model_type` falls back to (10000 for Llama, 1e6 for
+    LFM2 and Mixtral...), from the newest 4.x release; None when the class takes no rope_theta."""
+    return consumers()["transformers"]["rope_theta_default_4x"]["defaults"].get(model_type)
 
 
 def mlx_lm_knows(model_type: str) -> tuple[bool, str] | None:

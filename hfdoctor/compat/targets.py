@@ -9,6 +9,7 @@ to everyone else it is a note. The evidence is what the repository itself says:
   transformers.js, an MLX quantization block for mlx-lm;
 - a transformers checkpoint (config.json) targets transformers, 4.x included unless the
   card requires 5.x.
+A configuration file's `engines` replaces all of this: the user says what they serve with.
 """
 
 from __future__ import annotations
@@ -37,12 +38,47 @@ CARD_KEYS = {
 }
 # The card asks for transformers 5 (then 4.x is not a consumer it promises).
 REQUIRES_V5 = patterns.compile(r"(?i)transformers\s*(?:>=|==|~=)\s*v?5\b|transformers\s+(?:v|version\s*)?5\.\d")
+# A pin that keeps transformers below 5 (`transformers==4.46.3`, `~=4.51`, `<5`, `<=4.57`), in the card or
+# a requirements file of the repository. `transformers<4.51` is not one: cards say it to warn off old releases.
+PINS_V4 = patterns.compile(r"(?i)transformers(?:\[[a-z0-9_,\- ]*\])?\s*(?:(?:==|~=|<=)\s*v?4\.\d|"
+                           r"(?:>=\s*v?[\d.]+\s*,\s*)?<\s*v?5(?:\.0)*\b)")
+REQUIREMENTS_FILES = ("requirements.txt", "requirements-inference.txt")
+# Engines whose releases run only on transformers 4.x: a repository served there consumes 4.x.
+ONLY_ON_4X = ("tgi", "open-llm-leaderboard")
 MAX_CARD_CHARS = 200_000  # where the names are: the first part of a card, not its appendix
 
 @fact
 def targeted_engines(repo: ModelRepo) -> dict[str, str]:
-    """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it."""
+    """engine key (hfdoctor.compat.knowledge.ENGINES) -> why the repository targets it: what a
+    configuration file declares, else what the repository shows."""
+    if repo.declared_engines is not None:
+        return dict(repo.declared_engines)
     return _find(repo)
+
+
+@fact
+def declared_transformers_4(repo: ModelRepo) -> str | None:
+    """Why the repository declares a transformers 4.x consumer, or None: a configuration file whose
+    `engines` name transformers-4 (or an engine that runs only on 4.x); without one, a pin below 5 in
+    the card or a requirements file, or an engine that runs only on 4.x that it targets. A
+    transformers checkpoint is loaded by 4.x too unless it says otherwise (targeted_engines), but
+    only this evidence makes a 4.x misreading the repository's own problem."""
+    targets = targeted_engines(repo)
+    engine = next((e for e in ("transformers-4", *ONLY_ON_4X) if e in targets), None)
+    if repo.declared_engines is not None:  # the user says what they serve with, and nothing else counts
+        return f"the repository targets {describe([engine])}: {targets[engine]}" if engine else None
+    card = repo.card
+    card_text = card.text[:MAX_CARD_CHARS] if card is not None else ""
+    pinned = PINS_V4.search(card_text)
+    if pinned is not None:
+        return f"the model card pins {pinned.group(0)!r}"
+    for name in REQUIREMENTS_FILES:
+        raw = repo.raw(name) if repo.exists(name) else None
+        pinned = PINS_V4.search(raw[:MAX_CARD_CHARS].decode("utf-8", "replace")) if raw else None
+        if pinned is not None:
+            return f"{name} pins {pinned.group(0)!r}"
+    engine = next((e for e in ONLY_ON_4X if e in targets), None)
+    return f"it targets {describe([engine])}, which runs on transformers 4.x ({targets[engine]})" if engine else None
 
 
 def _find(repo: ModelRepo) -> dict[str, str]:

@@ -3,8 +3,9 @@
 The fixes themselves are data: rules attach Fix objects built by hfdoctor.lint.edits to
 their findings. This package turns them into files on disk:
 
-- plan.py: check, apply fixes in memory, check again, until nothing more applies;
-  refuse what must not be written. Writes nothing.
+- plan.py: check, apply fixes in memory, check again, pass after pass until nothing
+  fixable is left (the fixed point: a second run changes nothing); refuse what must not be
+  written. Writes nothing.
 - write.py: atomic writes (temporary file, fsync, rename), mode kept, never through a
   symlink that leaves the repository, never a weight file.
 
@@ -29,7 +30,7 @@ from rich.console import Console
 from hfdoctor.findings import FixResult, Severity
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, write_changes
-from hfdoctor.report.diff import for_output, revealed_line, unified_diff, write_diff_summary
+from hfdoctor.report.diff import for_output, unfinished_line, unified_diff, write_diff_summary
 from hfdoctor.report.json_report import write_fix_json
 from hfdoctor.report.text import Display, say, write_fix_text
 
@@ -46,9 +47,14 @@ def run_fix(
     output_format: str,
     console: Console,
     display: Display = Display(),
+    settings=None,
+    engines: dict[str, str] | None = None,
 ) -> int:
-    """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left."""
-    plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes)
+    """`hfdoctor fix TARGET`: plan, then print the diff or write, then report what is left.
+
+    `settings` and `engines`: the target's configuration file (hfdoctor.lint.configured)."""
+    plan = plan_fixes(target, select=select, ignore=ignore, upstream=upstream, unsafe_fixes=unsafe_fixes,
+                      settings=settings, engines=engines)
     errors = list(plan.internal_errors)
     written = False
     # plan.after was checked on exactly the bytes that write_changes puts on disk.
@@ -67,7 +73,7 @@ def run_fix(
     after.target = str(target)
     diff_text = unified_diff(plan.original, plan.changed) if diff else None
     result = FixResult(after, plan.applied, plan.refused, sorted(plan.changed), written, diff_text, errors,
-                       plan.revealed if written or diff else [])
+                       plan.passes, plan.revealed, plan.unfinished)
     if output_format == "json":
         print(write_fix_json(result))
     elif diff_text is not None:  # the diff on stdout (pipe it to `git apply`), the summary on stderr
@@ -76,9 +82,9 @@ def run_fix(
         write_diff_summary(result, Console(file=sys.stderr, highlight=False, soft_wrap=True), fail_on)
     else:
         write_fix_text(result, console, display)
-        revealed = revealed_line(result)
-        if revealed:
-            say(console, revealed)
+        unfinished = unfinished_line(result)
+        if unfinished:
+            say(console, unfinished)
     if errors:
         return 2
     worst = left.worst()

@@ -1,19 +1,18 @@
-"""Planning a fix: check, apply fixes in memory, check again, until nothing more applies.
+"""Planning a fix: check, apply fixes in memory, check again, until nothing fixable is left.
 
-`plan_fixes` takes the fixes of the findings (safe ones unless --unsafe-fixes) one by
-one: each is applied to the patched text on trial and the repo checked again; a fix
-after which a file it writes has a new finding at or above the one it fixes is refused
-(`_made_worse`). Round after round, because a fix changes the text the next one edits
-(two fixes of one file are computed on the new text in turn). Nothing is written while
-planning: the Plan holds the new bytes of each file and the report `check` will give
-once they are written.
+`plan_fixes` works in passes, as ruff's --fix does. A pass takes the fixes of the findings
+of one check (safe ones unless --unsafe-fixes) one by one: each is applied to the patched
+text on trial and the repo checked again; a fix after which a file it writes has a new
+finding at or above the one it fixes is refused (`_made_worse`). A fix of a file another fix
+of the pass already changed waits for the next pass, computed on the new text. Then the
+patched view is checked again, and the next pass fixes what is fixable now: what the pass
+before left, and what its fixes revealed (a template inserted shows that generation_config.json
+lacks the end-of-turn id; an eos added there now disagrees with config.json). It stops when a
+pass fixes nothing, at the fixed point: a second run finds nothing to fix. MAX_PASSES bounds
+it; a fix that keeps revealing new fixes is a bug, and what is still fixable then is named.
 
-`fix` fixes exactly the findings `check` (with the same options) shows as fixable. A
-finding that only a fix reveals (a new template shows that eos lacks its end-of-turn
-id; an eos added to generation_config.json now disagrees with config.json) is not
-fixed in the same run: it is what is left, named as revealed, and the next `check`
-shows it as fixable like any other. So what fix does is what check said, and nothing
-is changed that the user was not shown.
+Nothing is written while planning: the Plan holds the new bytes of each file, what each pass
+fixed, and the report `check` will give once they are written.
 """
 
 from __future__ import annotations
@@ -31,15 +30,16 @@ from hfdoctor.fix.write import UnsafeWrite, writable_path
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import Upstream
 
-# A fix that keeps revealing new fixes is a bug; stop after this many rounds.
+# A fix that keeps revealing new fixes is a bug; stop after this many passes.
 MAX_PASSES = 8
 
 
 class PatchedRepo(ModelRepo):
     """A repo seen as it will be once `changes` are written: reads see the new bytes."""
 
-    def __init__(self, path: str | os.PathLike[str], upstream, changes: dict[str, bytes]):
-        super().__init__(path, upstream=upstream)
+    def __init__(self, path: str | os.PathLike[str], upstream, changes: dict[str, bytes],
+                 engines: dict[str, str] | None = None):
+        super().__init__(path, upstream=upstream, engines=engines)
         self.changes = dict(changes)
 
     def raw(self, rel: str) -> bytes | None:
@@ -64,48 +64,50 @@ class Plan:
     after: Report  # what `check` will say once `changed` is written
     original: dict[str, bytes | None] = field(default_factory=dict)  # None: the file is new
     changed: dict[str, bytes] = field(default_factory=dict)
-    applied: list[Finding] = field(default_factory=list)
+    applied: list[Finding] = field(default_factory=list)  # every pass's, in order
     refused: list[str] = field(default_factory=list)
     internal_errors: list[str] = field(default_factory=list)
-    # fixable findings of `after` that `before` did not have: revealed by the fixes, not fixed
+    passes: list[list[Finding]] = field(default_factory=list)  # what each pass fixed
+    # fixed findings `before` did not show as fixable: revealed by the fixes of an earlier pass
     revealed: list[Finding] = field(default_factory=list)
+    # fixable findings of `after` no pass tried: MAX_PASSES ran out (a bug of some fix)
+    unfinished: list[Finding] = field(default_factory=list)
 
 
-def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upstream=None, unsafe_fixes=False) -> Plan:
-    """Check, fix in memory, re-check, until no more fixes apply. Writes nothing."""
+def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upstream=None, unsafe_fixes=False,
+               settings=None, engines: dict[str, str] | None = None) -> Plan:
+    """Check, fix in memory, re-check, pass after pass until nothing fixable is left. Writes nothing.
+
+    `settings` and `engines`: a configuration file's (hfdoctor.lint.configured), replacing select/ignore."""
     root = Path(target)
     upstream = upstream if upstream is not None else Upstream.from_options()
 
     def check(changes: dict[str, bytes]) -> tuple[PatchedRepo, Report]:
         """The patched view and its report: the fixes' offsets are into that view's bytes."""
-        repo = PatchedRepo(root, upstream, changes)
-        return repo, check_repo(repo, select=select, ignore=ignore, target=str(target))
+        repo = PatchedRepo(root, upstream, changes, engines)
+        return repo, check_repo(repo, select=select, ignore=ignore, target=str(target), settings=settings)
 
     original: dict[str, bytes | None] = {}
     changed: dict[str, bytes] = {}
-    applied: list[Finding] = []
     refused: list[str] = []
     internal: list[str] = []
+    passes: list[list[Finding]] = []
     # A fix applied once (or refused) and offered again: not twice.
     done: set[tuple] = set()
     repo, report = check(changed)
     before = report
-    # What check shows as fixable, by rule and file: only these are fixed.
-    shown = Counter(_key(f) for f in before.findings if _offered(f, unsafe_fixes))
     for _ in range(MAX_PASSES):
         internal.extend(e for e in report.internal_errors if e not in internal)
         current = report  # what check says of `changed` as it stands
-        touched: set[str] = set()  # files changed this round: fixes computed before are stale there
+        touched: set[str] = set()  # files changed this pass: fixes computed before are stale there
+        fixed: list[Finding] = []
         for finding in report.findings:
             fix = finding.fix
-            if fix is None or not _offered(finding, unsafe_fixes) or shown[_key(finding)] <= 0:
-                continue
-            key = (finding.code, finding.file, fix.title)
-            if key in done:
+            if fix is None or not _offered(finding, unsafe_fixes) or _fix_key(finding) in done:
                 continue
             files = {edit.file for edit in fix.edits}
             if files & touched:
-                continue  # offered again next round, computed on the new text
+                continue  # offered again next pass, computed on the new text
             reason = _refusal(root, repo, fix)
             trial: dict[str, bytes] = {}
             if reason is None:
@@ -116,8 +118,7 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
                     trial[rel] = apply_edits(base, edits)
                 trial_repo, trial_report = check(trial)
                 reason = _made_worse(current, trial_report, finding, files)
-            done.add(key)
-            shown[_key(finding)] -= 1
+            done.add(_fix_key(finding))
             if reason:
                 refused.append(f"{finding.code} {finding.rule}: {reason}")
                 continue
@@ -125,23 +126,31 @@ def plan_fixes(target: str | os.PathLike[str], *, select=None, ignore=None, upst
                 if rel not in original:
                     original[rel] = repo.raw(rel) if repo.exists(rel) else None
             changed, current = trial, trial_report
-            applied.append(finding)
+            fixed.append(finding)
             touched |= files
-        if not touched:
+        if not fixed:
             break
+        passes.append(fixed)
         repo, report = check(changed)  # what is left, and what the new text reveals
     internal.extend(e for e in report.internal_errors if e not in internal)
     changed = {rel: data for rel, data in changed.items() if data != original.get(rel)}
-    had = Counter(_key(f) for f in before.findings if _offered(f, unsafe_fixes))
+    applied = [finding for fixed in passes for finding in fixed]
+    shown = Counter(_key(f) for f in before.findings if _offered(f, unsafe_fixes))
     revealed = []
-    for finding in report.findings:
-        if _offered(finding, unsafe_fixes):
-            if had[_key(finding)] > 0:
-                had[_key(finding)] -= 1
-            else:
-                revealed.append(finding)
+    for finding in applied:
+        if shown[_key(finding)] > 0:
+            shown[_key(finding)] -= 1
+        else:
+            revealed.append(finding)
+    unfinished = [f for f in report.findings if _offered(f, unsafe_fixes) and _fix_key(f) not in done]
     return Plan(root, before, report, {rel: original[rel] for rel in changed}, changed, applied, refused, internal,
-                revealed)
+                passes, revealed, unfinished)
+
+
+def _fix_key(finding: Finding) -> tuple:
+    """One fix: applied (or refused) once a run, however often it is offered."""
+    assert finding.fix is not None
+    return (finding.code, finding.file, finding.fix.title)
 
 
 def _key(finding: Finding) -> tuple:

@@ -4,6 +4,10 @@ Every changed file goes to a temporary file in its own directory, is fsynced, th
 renamed over the old one (os.replace) and the directory fsynced. A failure part-way
 puts back the files already replaced. Writes never go through a symlink that leaves
 the repository, and never touch a weight file. A file keeps its mode and owner.
+
+A run killed outright (SIGKILL, power loss) leaves each file old or new, and may leave a
+temporary `.NAME.*.hfdoctor.tmp` beside a file it had not yet replaced; the next run, which
+plans from what is on disk, writes that file and removes the stale temporary files beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
 from hfdoctor.repo import WEIGHT_SUFFIXES
+
+TMP_SUFFIX = ".hfdoctor.tmp"  # of the temporary file beside each file written: .NAME.<random>.hfdoctor.tmp
 
 
 class UnsafeWrite(Exception):
@@ -51,6 +57,8 @@ def write_changes(root: Path, changed: dict[str, bytes], original: dict[str, byt
         now = real.read_bytes() if real.exists() else None
         if now != original[rel]:
             raise OSError(f"{rel} changed on disk while hfdoctor was fixing; nothing written")
+    for real in targets.values():
+        _remove_stale_temporaries(real)
     staged: dict[str, str] = {}
     replaced: list[str] = []
     try:
@@ -74,10 +82,24 @@ def write_changes(root: Path, changed: dict[str, bytes], original: dict[str, byt
                 os.unlink(tmp)
 
 
+def _remove_stale_temporaries(real: Path) -> None:
+    """Remove the temporary files an interrupted run left beside `real` (`.NAME.*.hfdoctor.tmp`,
+    as _stage names them; regular files only)."""
+    prefix, suffix = f".{real.name}.", TMP_SUFFIX
+    try:
+        entries = list(os.scandir(real.parent))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(prefix) and entry.name.endswith(suffix) and entry.is_file(follow_symlinks=False):
+            with suppress(OSError):
+                os.unlink(entry.path)
+
+
 def _stage(real: Path, data: bytes) -> str:
     """Write `data` to a synced temporary file beside `real`, with `real`'s mode and owner."""
     old = real.stat() if real.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".hfdoctor.tmp", dir=real.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=TMP_SUFFIX, dir=real.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

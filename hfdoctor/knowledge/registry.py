@@ -97,6 +97,12 @@ class Variant:
     # sha256 -> (the repo that shipped it, when not the canonical template's; what it is):
     # a revision is named after its own repo, never as another model's.
     revision_notes: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    # sha256 of revisions upstream itself replaced to fix a bug (Meta-Llama-3-8B-Instruct's April
+    # 2024 launch template appended the assistant header always): a copy carries the bug, not
+    # the family's design.
+    fixed_revisions: frozenset[str] = frozenset()
+    # sha256 of revisions newer than the pinned canonical one (never "updated" to the older text).
+    later_revisions: frozenset[str] = frozenset()
     # The decoding defaults its upstream generation_config.json ships ({"do_sample": true,
     # "temperature": 0.6, ...}, and "source": the file they come from), when recorded.
     sampling: dict[str, Any] = field(default_factory=dict)
@@ -159,6 +165,12 @@ class Family:
     # The bos token every checkpoint of the family starts with, where the family depends on
     # it (Gemma: <bos>), from its upstream tokenizer.
     bos_token: str | None = None
+    # The rows of the upstream embedding matrix when every release has the same (Gemma 2:
+    # 256,000): ids at or past it are tokens a fine-tune added.
+    vocab_size: int | None = None
+    # What the pre-trained (base) releases stop on, token -> id (Llama 3.x: <|end_of_text|> 128001),
+    # when their generation config is recorded: an adapter trained on one stops there.
+    pretrained_stop: dict[str, int] = field(default_factory=dict)
 
     @property
     def only_variant(self) -> Variant | None:
@@ -199,6 +211,16 @@ class Family:
     def base_by_repo(self, repo_id: str) -> BaseModel | None:
         return next((b for v in self.variants if (b := v.base_by_repo(repo_id)) is not None), None)
 
+    def vocab_rows(self, base: BaseModel | None = None, *, smallest: bool = False) -> int | None:
+        """The embedding rows of `base` (its recorded vocab_size), else the family's (every release
+        has the same); with `smallest`, else the smallest any release records. None when unknown."""
+        if base is not None and isinstance(base.dims.get("vocab_size"), int):
+            return base.dims["vocab_size"]
+        if self.vocab_size is not None or not smallest:
+            return self.vocab_size
+        sizes = [b.dims["vocab_size"] for b in self.bases if isinstance(b.dims.get("vocab_size"), int)]
+        return min(sizes) if sizes else None
+
 
 @lru_cache(maxsize=1)
 def _load() -> dict[str, Any]:
@@ -232,6 +254,10 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
         template_revisions=tuple(r["sha256"] if isinstance(r, dict) else r for r in data.get("template_revisions", ())),
         revision_notes={r["sha256"]: (r.get("repo"), r.get("note", "")) for r in data.get("template_revisions", ())
                         if isinstance(r, dict)},
+        fixed_revisions=frozenset(r["sha256"] for r in data.get("template_revisions", ())
+                                  if isinstance(r, dict) and r.get("fixed_by")),
+        later_revisions=frozenset(r["sha256"] for r in data.get("template_revisions", ())
+                                  if isinstance(r, dict) and r.get("later")),
         sampling=dict(data.get("sampling", {})),
     )
 
@@ -257,6 +283,8 @@ def _family(data: dict[str, Any]) -> Family:
         text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
         remote_code_repo=data.get("remote_code_repo"),
         bos_token=data.get("bos_token"),
+        vocab_size=data.get("vocab_size"),
+        pretrained_stop=dict(data.get("pretrained_stop", {}).get("tokens", {})),
     )
 
 
@@ -283,6 +311,19 @@ def vocab_groups() -> dict[str, str]:
         if entry.get("sample") and entry.get("group"):
             groups.setdefault(entry["sample"], entry["group"])
     return groups
+
+
+@lru_cache(maxsize=1)
+def text_marker_formats() -> tuple[dict[str, Any], ...]:
+    """Chat formats that write their role markers as text (Zephyr's <|user|>): name, repo, markers."""
+    return tuple(_load().get("text_marker_formats", {}).get("formats", ()))
+
+
+@lru_cache(maxsize=1)
+def shared_architectures() -> frozenset[str]:
+    """Model types other families reuse with vocabularies of their own (llama, mistral, gpt2...):
+    the architecture alone does not say which tokenizer the weights were trained with."""
+    return frozenset(_load().get("shared_architectures", {}).get("model_types", ()))
 
 
 def remote_code_family(model_type: str | None) -> Family | None:

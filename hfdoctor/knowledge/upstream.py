@@ -135,6 +135,24 @@ def shipped_template(variant: Variant) -> str | None:
     return None
 
 
+def shipped_revisions(variant: Variant) -> list[tuple[str, str]]:
+    """(sha256, text) of the variant's other upstream templates that hfdoctor ships (another
+    release's, an earlier revision: MANIFEST.json entries marked "revision_of"), each verified
+    against its sha256, which the registry lists among the variant's template_revisions."""
+    found = []
+    for name, entry in _shipped_manifest().items():
+        sha = entry.get("sha256")
+        if not entry.get("revision_of") or sha not in variant.template_revisions:
+            continue
+        try:
+            text = data_file(f"templates/{name}").read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if hashlib.sha256(text.encode()).hexdigest() == sha:
+            found.append((sha, text))
+    return found
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped_manifest() -> dict[str, dict]:
     try:

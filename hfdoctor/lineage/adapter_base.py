@@ -63,9 +63,12 @@ class AdapterBase:
     @property
     def stop_tokens(self) -> tuple[str, ...]:
         """What the registry knows the base stops on: a chat release of a known family stops on
-        its end-of-turn (or stop) tokens; nothing is known of a pre-trained or unknown release."""
-        if self.family is None or self.pretrained is not False:
+        its end-of-turn (or stop) tokens, a pre-trained release on what the registry records of
+        its family's pre-trained releases (Llama 3.x: <|end_of_text|>); else nothing is known."""
+        if self.family is None or self.pretrained is None:
             return ()
+        if self.pretrained:
+            return tuple(self.family.pretrained_stop)
         return self.family.stop_tokens or self.family.end_of_turn
 
     def cannot_verify(self, what: str) -> str:
@@ -132,6 +135,14 @@ def _describe(repo: ModelRepo, repo_id: str, named: str | None, how: str) -> Ada
             vocab_size, vocab_source = size, config_where
         if eos_ids is not None or vocab_size is not None:
             break
+    if vocab_size is None and fam is not None:
+        # Without the base's config.json, the rows the registry records for the release (or the
+        # family, when every release has the same: Gemma 2's 256,000).
+        release = next((b for b in fam.bases if repo_id.lower() in (b.repo.lower(), (b.base_repo or "").lower())
+                        or _unquantized(repo_id).lower() in (b.repo.lower(), (b.base_repo or "").lower())), None)
+        rows = fam.vocab_rows(release)
+        if rows is not None:
+            vocab_size, vocab_source = rows, f"hfdoctor's registry of {fam.display} releases"
     return AdapterBase(named, repo_id, how, fam, variant, pretrained, eos_ids, eos_source, vocab_size, vocab_source)
 
 
@@ -142,13 +153,15 @@ def _unquantized(repo_id: str) -> str:
 def _registry_release(repo_id: str) -> tuple[Family | None, Variant | None, bool | None]:
     """(family, variant, pre-trained?) of a Hub id by hfdoctor's registry and the release's name."""
     lowered = {repo_id.lower(), _unquantized(repo_id).lower()}
-    for fam in registry.families():
-        for variant in fam.variants:
-            for base in variant.bases:
-                if base.repo.lower() in lowered:
-                    return fam, variant, False
-                if base.base_repo and base.base_repo.lower() in lowered:
-                    return fam, variant, True
+    name = _unquantized(repo_id).rsplit("/", 1)[-1].lower()
+    for exact in (True, False):  # the release itself, then a copy of it under another organisation
+        for fam in registry.families():
+            for variant in fam.variants:
+                for base in variant.bases:
+                    for release, pretrained in ((base.repo, False), (base.base_repo, True)):
+                        if release and (release.lower() in lowered if exact else
+                                        release.rsplit("/", 1)[-1].lower() == name):
+                            return fam, variant, pretrained
     found = registry.variant_of_repo_id(repo_id) or registry.variant_of_repo_id(_unquantized(repo_id))
     name = _unquantized(repo_id).rsplit("/", 1)[-1]
     pretrained = True if PRETRAINED_NAME.search(name) else (False if CHAT_NAME.search(name) else None)
@@ -157,6 +170,12 @@ def _registry_release(repo_id: str) -> tuple[Family | None, Variant | None, bool
     if pretrained is None and found[1].chat:
         pretrained = False  # every release of that variant is a chat model
     return found[0], found[1], pretrained
+
+
+def release_stage(repo_id: str) -> bool | None:
+    """Whether a Hub id is a pre-trained release (True), a chat one (False) or unknown (None), by
+    hfdoctor's registry and the release's name (a quantized copy's too)."""
+    return _registry_release(repo_id)[2]
 
 
 def _base_json(upstream: Upstream, repo_id: str, filename: str) -> tuple[dict[str, Any] | None, str | None]:

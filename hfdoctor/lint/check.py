@@ -18,46 +18,33 @@ import signal
 import threading
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
 from hfdoctor import lineage
 from hfdoctor.compat.assess import assess, section
+from hfdoctor.bounded.budget import Budget
 from hfdoctor.compat.knowledge import ENGINES
+from hfdoctor.config import ConfigError, Options, Settings, merged_fail_on, merged_upstream
 from hfdoctor.findings import Finding, Report, TargetError
 from hfdoctor.knowledge.upstream import Upstream
-from hfdoctor.lint import policy
+from hfdoctor.lint import baseline, configured, policy
 from hfdoctor.lint.rules import selected_rules
 from hfdoctor.lint.rules.base import Rule
 from hfdoctor.lint.rules.config.scope import is_model_repo
 from hfdoctor.lint.sections import SECTIONS
 from hfdoctor.repo import ModelRepo
-from hfdoctor.sources.base import SourceError
+from hfdoctor.sources.base import Source, SourceError
 from hfdoctor.sources.targets import TargetOptions, open_source
 
 # Run after every other rule and after the sections, so that they report the problems
 # (unreadable files, budgets spent) anything before them ran into.
 RUN_LAST = ("file-unreadable", "check-incomplete")
 
-
-@dataclass(frozen=True)
-class Options:
-    """Everything a check of one target depends on (picklable: it crosses process boundaries)."""
-
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    upstream_dirs: tuple[str, ...] = ()
-    revision: str | None = None
-    git_rev: str | None = None
-    cache: bool = False
-    timeout_s: float = 120.0
-    env_upstream: bool = True  # also read HFDOCTOR_UPSTREAM
-    git_since: str | None = None  # --git-since: blob rules see every commit after it (pre-push)
-
-    def upstream(self) -> Upstream:
-        dirs = list(self.upstream_dirs)
-        return Upstream.from_options(dirs) if self.env_upstream else Upstream(tuple(Path(d) for d in dirs))
+# Options is hfdoctor.config's (the CLI, the hook and the webhook read it there); callers that
+# import it from here keep working.
+__all__ = ["Options", "check_target", "check_repo"]
 
 
 class _Deadline(BaseException):
@@ -92,10 +79,11 @@ def check_target(
     ignore: list[str] | None = None,
     upstream: Upstream | None = None,
 ) -> Report | TargetError:
-    """Check one target; a TargetError when it cannot be opened or runs past its deadline.
+    """Check one target; a TargetError when it cannot be opened, its configuration file cannot
+    be used, or it runs past its deadline.
 
     `select`/`ignore` replace the options' own; `upstream` (an Upstream built by the caller)
-    replaces the one the options describe."""
+    replaces the one the options and the configuration describe."""
     options = options or Options()
     if select is not None:
         options = replace(options, select=tuple(select))
@@ -109,16 +97,50 @@ def check_target(
         # The Hub's own timeouts come first; this one catches anything they let through.
         with deadline(options.timeout_s + 15 if remote else None):
             source = open_source(target, targets)
-            repo = ModelRepo(source, upstream=upstream if upstream is not None else options.upstream())
-            return check_repo(repo, select=list(options.select) or None, ignore=list(options.ignore) or None,
-                              target=target)
+            source.budget = Budget.from_env()  # the configuration's reads are the repository's too
+            settings = configured.find_settings(source, target, options)
+            rules = configured.rule_settings(options, settings)
+            if upstream is None:
+                dirs = list(merged_upstream(options, settings))
+                upstream = Upstream.from_options(dirs) if options.env_upstream else Upstream(tuple(map(Path, dirs)))
+            repo = ModelRepo(source, upstream=upstream, engines=configured.declared_engines(settings))
+            report = check_repo(repo, target=target, settings=rules)
+            _configured_sections(report, source, target, options, settings)
+            return report
     except SourceError as err:
         return TargetError(target, str(err))
+    except ConfigError as err:
+        return TargetError(target, f"configuration: {err} (--isolated checks without it)")
     except _Deadline:
         return TargetError(target, f"the check did not finish within the {options.timeout_s:g} s deadline")
     finally:
         if source is not None:
             source.close()
+
+
+def _configured_sections(report: Report, source: Source, target: str, options: Options,
+                         settings: Settings | None) -> None:
+    """Leave out what the baseline accepts, and say in the report which file and baseline applied."""
+    fail_on = merged_fail_on(options, settings)
+    if settings is not None:
+        report.sections["config"] = {"file": settings.origin, "fail_on": fail_on, "trusted": settings.trusted}
+    if not options.use_baseline:
+        return
+    if options.baseline is not None:
+        accepted, key, trusted, where = (baseline.read_local(options.baseline),
+                                         baseline.target_key(target, options.baseline), True, options.baseline)
+    elif settings is not None and settings.baseline is not None:
+        if settings.trusted:
+            accepted, key, where = (baseline.read_local(settings.baseline),
+                                    baseline.target_key(target, settings.baseline), settings.baseline)
+        else:
+            accepted, key, where = (baseline.read_inside(source, settings.baseline),
+                                    baseline.inside_key(settings.baseline), settings.baseline)
+        trusted = settings.trusted
+    else:
+        return
+    left_out = baseline.apply(report, accepted, key, trusted)
+    report.sections["baseline"] = {"file": where, "accepted": left_out}
 
 
 def run_rules(repo: ModelRepo, rules: list[Rule]) -> tuple[list[Finding], list[str]]:
@@ -146,10 +168,13 @@ def check_repo(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     target: str | None = None,
+    settings: configured.RuleSettings | None = None,
 ) -> Report:
-    """check_target for a repo object already built (the fixer checks a patched view)."""
+    """check_target for a repo object already built (the fixer checks a patched view).
+
+    `settings` (a configuration file merged with the command line) replaces select/ignore."""
     target = target if target is not None else str(repo.root)
-    rules = selected_rules(select, ignore)
+    rules = list(settings.rules) if settings is not None else selected_rules(select, ignore)
     findings, internal = run_rules(repo, [r for r in rules if r.name not in RUN_LAST])
     try:
         lin = lineage.detect(repo).to_json()
@@ -177,6 +202,9 @@ def check_repo(
     except Exception as err:  # a bug in hfdoctor, never the repo's fault
         report.internal_errors.append(f"compat crashed: {type(err).__name__}: {err}")
     last, internal_last = run_rules(repo, [r for r in rules if r.name in RUN_LAST])
-    report.findings = sorted(policy.apply(repo, report.findings + last), key=sort_key)
+    judged = policy.apply(repo, report.findings + last)
+    if settings is not None:  # the user's word comes after the evidence's
+        judged = configured.apply_settings(judged, settings)
+    report.findings = sorted(judged, key=sort_key)
     report.internal_errors.extend(internal_last)
     return report

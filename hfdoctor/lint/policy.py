@@ -4,8 +4,8 @@ A finding's severity is decided in this order, and nowhere else:
 1. the rule's default: the severity of its `@rule(code, name, severity)`;
 2. the rule's own evidence: a rule may state one finding at another severity than its
    default (`self.finding(..., severity=...)`: consumer-incompatible's silent rope_theta
-   misread under transformers 4 is an error); the compat detectors state theirs as a
-   Severity too (hfdoctor.compat.assess.Problem; None: the compat section only, no finding);
+   misread under transformers 4 is an error where the repository declares a 4.x consumer); the
+   compat detectors state theirs as a Severity too (hfdoctor.compat.assess.Problem; None: the compat section only, no finding);
 3. this policy: a rule also states the facets of its finding (hfdoctor.findings.Facet),
    facts that decide how loud it should be, and never lowers its own severity for them. The
    TABLE below maps them to a severity (only ever lower: info) and says why in the

@@ -118,3 +118,18 @@ def classify(module: str, name: str) -> str:
     if full in known or any(p.match(full) for p in known_patterns):
         return "known"
     return "unlisted"
+
+
+# getattr as pickles import it (protocol 2 writes builtins under their Python 2 module name).
+GETATTRS = frozenset({("builtins", "getattr"), ("__builtin__", "getattr")})
+
+
+def enum_member(cls: tuple[str, str] | None, attr: str | None) -> bool:
+    """`getattr(cls, attr)` only reads a member of a safe or known class: how Python 3.12's enum
+    pickles members whose mixed-in type has no reducer of its own (enum.pickle_by_enum_name,
+    Lib/enum.py: `return getattr, (self.__class__, self._name_)`), as str-mixin enums such as
+    transformers' HubStrategy and vLLM's RequestOutputKind are. Unpickling it reads one public
+    attribute of a class already vetted; a getattr asked anything else is a call like any other."""
+    return (cls is not None and attr is not None and attr.isidentifier() and not attr.startswith("_")
+            and classify(*cls) in ("safe", "known"))
+

@@ -32,6 +32,7 @@ from typing import IO, Iterator
 from hfdoctor.sources.base import ByteRange
 
 MAX_MEMBERS = 10_000
+MAX_CENTRAL_DIRECTORY = MAX_MEMBERS * 1024  # bytes: a real entry is 46 bytes and its name
 MAX_MEMBER_BYTES = 256 * 1024 * 1024  # decompressed, per member or stream
 
 ZIP_LOCAL = b"PK\x03\x04"
@@ -74,6 +75,13 @@ def zip_entries(handle: IO[bytes]) -> list[ZipEntry]:
     each local header (what torch's reader uses; the local name is not compared)."""
     try:
         handle.seek(0)
+        end = zipfile._EndRecData(handle)  # what zipfile reads first: the end record (zip64 too)
+        if end is not None and end[zipfile._ECD_SIZE] > MAX_CENTRAL_DIRECTORY:
+            # zipfile builds an object per entry before anyone can count them: a central
+            # directory of millions of entries (a few MB gzipped) is gigabytes of them.
+            raise ContainerError(f"the zip archive's central directory is {end[zipfile._ECD_SIZE]:,} bytes, more "
+                                 f"than the {MAX_MEMBERS:,} members hfdoctor opens can need")
+        handle.seek(0)
         infos = zipfile.ZipFile(handle).infolist()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as err:
         raise ContainerError(f"the zip archive is damaged: {err}") from None
@@ -84,9 +92,12 @@ def zip_entries(handle: IO[bytes]) -> list[ZipEntry]:
         if info.is_dir():
             continue
         local = b""
-        if info.header_offset >= 0:
-            handle.seek(info.header_offset)
-            local = handle.read(30)
+        try:  # a zip64 offset can be anything (2**63): that member is unreadable, the others are read
+            if 0 <= info.header_offset < 1 << 62:
+                handle.seek(info.header_offset)
+                local = handle.read(30)
+        except (OSError, OverflowError, ValueError):
+            local = b""
         if len(local) < 30 or local[:4] != ZIP_LOCAL:
             entries.append(ZipEntry(info.filename, -1, 0, 0, 0))  # no local header: unreadable
             continue
@@ -257,6 +268,15 @@ ZIP_END = b"PK\x05\x06"
 TAIL = 64 * 1024 + 22  # a zip's end record and the longest comment after it
 
 
+def central_directory_size(tail: bytes) -> int:
+    """The central directory size the last end record in `tail` (a stream's last bytes)
+    declares; 0 when it is not there. zip64's 0xFFFFFFFF is taken as it stands: too large."""
+    at = tail.rfind(ZIP_END)
+    if at < 0 or at + 16 > len(tail):
+        return 0
+    return struct.unpack("<I", tail[at + 12:at + 16])[0]
+
+
 def drain(reader: IO[bytes], limit: int) -> tuple[int, bytes]:
     """(how many bytes a stream holds, its last TAIL bytes), reading it to its end without
     keeping it; ContainerError past `limit` bytes."""
@@ -276,9 +296,11 @@ def drain(reader: IO[bytes], limit: int) -> tuple[int, bytes]:
 
 
 def is_tar(handle: IO[bytes]) -> bool:
+    """A ustar or GNU header, or any first block whose checksum holds (tarfile, and so
+    torch's legacy loader, opens a pre-POSIX tar that has no magic at all)."""
     handle.seek(0)
     block = handle.read(512)
-    return len(block) == 512 and block[257:262] == b"ustar"
+    return len(block) == 512 and (block[257:262] == b"ustar" or _tar_checksum_ok(block))
 
 
 MAX_PAX_BYTES = 1024 * 1024  # a pax or GNU long-name header: real ones are a few hundred bytes
@@ -293,16 +315,16 @@ class TarEntry:
 
 
 def _tar_number(field: bytes) -> int | None:
-    """A ustar number: octal text, or GNU base-256 (the first byte's high bit set)."""
-    if field[:1] and field[0] & 0x80:
+    """A header number as tarfile's nti() reads it: GNU base-256 (a first byte of 0o200 or
+    0o377), else ASCII text up to a NUL read by int(text.strip() or "0", 8), which takes
+    signs and underscores too; None where tarfile finds the header invalid."""
+    if field[:1] in (b"\x80", b"\xff"):
         value = int.from_bytes(field[1:], "big")
-        return value if field[0] == 0x80 else None  # negative (0xff): no real size
-    text = field.split(b"\0", 1)[0].strip(b" ")
-    if not text:
-        return 0
-    if not all(48 <= c <= 55 for c in text):
+        return value if field[0] == 0x80 else value - 256 ** (len(field) - 1)
+    try:
+        return int(field.split(b"\0", 1)[0].decode("ascii").strip() or "0", 8)
+    except (UnicodeDecodeError, ValueError):
         return None
-    return int(text, 8)
 
 
 def _tar_checksum_ok(block: bytes) -> bool:
@@ -334,6 +356,16 @@ def pax_records(data: bytes) -> dict[str, str]:
     return records
 
 
+def pax_size(value: str) -> int:
+    """A pax `size` record as tarfile reads it: Python's int() of the text (which takes any
+    Unicode decimal digits, spaces and underscores), and 0 where int() refuses it (`²`): the
+    member then has no data, and the next header is read right after this one."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
 def tar_entries(handle: IO[bytes]) -> Iterator[TarEntry]:
     """The regular members of a tar archive (ustar, pax and GNU long names), found by walking
     the 512-byte headers; nothing is read but the headers (and pax/long-name bodies, bounded).
@@ -351,29 +383,27 @@ def tar_entries(handle: IO[bytes]) -> Iterator[TarEntry]:
         if count > MAX_MEMBERS:
             raise ContainerError(f"the tar archive has more than {MAX_MEMBERS:,} members, more than hfdoctor opens")
         size = _tar_number(block[124:136])
-        if size is None:
-            raise ContainerError("a tar header has a size that is not a number")
+        if size is None:  # tarfile: an invalid header ends the archive there
+            return
         kind = block[156:157]
         data_at = at + 512
         if kind in (b"x", b"g", b"L", b"K"):
             if size > MAX_PAX_BYTES:
                 raise ContainerError(f"a tar extended header of {size:,} bytes, more than hfdoctor reads")
-            body = handle.read(size)
+            body = handle.read(max(0, size))
             if kind == b"x":
                 pax = pax_records(body)
             elif kind == b"L":
                 long_name = body.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
         else:
             if "size" in pax:
-                if not pax["size"].isdigit():
-                    raise ContainerError("a pax header gives a size that is not a number")
-                size = int(pax["size"])
+                size = pax_size(pax["size"])
             if kind in _TAR_REGULAR:
                 name = pax.get("path") or long_name
                 if name is None:
                     prefix = block[345:500].split(b"\0", 1)[0] if block[257:262] == b"ustar" else b""
                     raw = block[:100].split(b"\0", 1)[0]
                     name = (prefix + b"/" + raw if prefix else raw).decode("utf-8", "surrogateescape")
-                yield TarEntry(name, data_at, min(size, max(0, total - data_at)))
+                yield TarEntry(name, data_at, max(0, min(size, total - data_at)))
             pax, long_name = {}, None
         at = data_at + (size + 511) // 512 * 512

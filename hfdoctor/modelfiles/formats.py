@@ -4,7 +4,7 @@
   then the array; an object dtype (`'O'` anywhere in descr) stores a pickle after the
   header, which np.load(allow_pickle=True) unpickles;
 - Keras: `.keras` is a zip whose config.json describes the model; `.h5` holds the same
-  JSON in its `model_config` attribute. A `Lambda` layer carries marshalled Python
+  JSON in its root group's `model_config` attribute (read by hfdoctor.modelfiles.hdf5). A `Lambda` layer carries marshalled Python
   bytecode that loading runs (keras 2, and keras 3 with safe_mode=False), and a layer or
   object whose `module` is not Keras's own makes the loader import that module;
 - ONNX: a TensorProto whose data is external names a file (`location`); a path that is
@@ -19,7 +19,6 @@ matter, with bounds on depth and count.
 from __future__ import annotations
 
 import ast
-import json
 import struct
 from typing import Any, Iterator
 
@@ -34,8 +33,13 @@ MAX_PROTO_FIELDS = 2_000_000
 # --- numpy ------------------------------------------------------------------------------------
 
 
+class NpyHeaderTooLarge(ValueError):
+    """A header longer than hfdoctor reads: np.load(allow_pickle=True) reads any length."""
+
+
 def npy_header(data: bytes) -> tuple[dict[str, Any], int] | None:
-    """(the header dict, where the array starts) of an .npy file, or None when it is not one."""
+    """(the header dict, where the array starts) of an .npy file, or None when it is not one
+    numpy reads either. NpyHeaderTooLarge past MAX_NPY_HEADER."""
     if not data.startswith(NPY_MAGIC) or len(data) < 10:
         return None
     major = data[6]
@@ -45,21 +49,39 @@ def npy_header(data: bytes) -> tuple[dict[str, Any], int] | None:
         (length,), start = struct.unpack("<I", data[8:12]), 12
     else:
         return None
-    if length > MAX_NPY_HEADER or start + length > len(data):
+    if length > MAX_NPY_HEADER:
+        raise NpyHeaderTooLarge(f"a numpy header of {length:,} bytes, more than hfdoctor reads")
+    if start + length > len(data):
         return None
-    try:
-        header = ast.literal_eval(data[start:start + length].decode("latin-1").strip())
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return (header, start + length) if isinstance(header, dict) else None
+    text = data[start:start + length].decode("utf-8" if major == 3 else "latin-1", "replace")
+    for candidate in (text, _without_long_suffixes(text)):  # numpy's _filter_header: Python 2's `3L`
+        try:
+            header = ast.literal_eval(candidate.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        return (header, start + length) if isinstance(header, dict) else None
+    return None
+
+
+def _without_long_suffixes(text: str) -> str:
+    """The header with the `L` after a number removed (`(3L, 4L)`), as numpy reads old files."""
+    out = []
+    for i, char in enumerate(text):
+        if char == "L" and i and text[i - 1].isdigit() and not text[i + 1:i + 2].isalnum():
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def holds_objects(descr: Any) -> bool:
-    """An object dtype anywhere in a numpy descr ('|O', or a structured dtype with an 'O' field)."""
+    """An object dtype anywhere in a numpy descr ('|O', 'object', or a structured dtype with
+    such a field)."""
     if isinstance(descr, str):
-        return descr.lstrip("<>|=").startswith("O")
+        return descr.lstrip("<>|=").startswith(("O", "object"))
     if isinstance(descr, (list, tuple)):
         return any(holds_objects(part) for part in descr)
+    if isinstance(descr, dict):
+        return any(holds_objects(part) for part in descr.values())
     return False
 
 
@@ -70,11 +92,23 @@ def holds_objects(descr: Any) -> bool:
 KERAS_MODULES = frozenset({"keras", "tf_keras", "tensorflow", "keras_hub", "keras_nlp", "keras_cv"})
 
 
+# Nodes of one Keras config walked: a real model's config has a few thousand; 16 MB of JSON
+# (what is read of it) holds at most a few million, walked in about a second.
+MAX_KERAS_NODES = 4_000_000
+
+
+class KerasConfigTooLarge(Exception):
+    """The config has more nodes than MAX_KERAS_NODES: what was not walked is unknown."""
+
+
 def keras_config_problems(config: Any) -> list[str]:
-    """What loading a Keras model with this config would run, from the config alone."""
+    """What loading a Keras model with this config would run, from the config alone.
+    KerasConfigTooLarge (with what was found) when the walk stops at its bound."""
     found: list[str] = []
     stack, seen = [config], 0
-    while stack and seen < 200_000:
+    while stack:
+        if seen >= MAX_KERAS_NODES:
+            raise KerasConfigTooLarge(list(dict.fromkeys(found)))
         node = stack.pop()
         seen += 1
         if isinstance(node, dict):
@@ -92,26 +126,6 @@ def keras_config_problems(config: Any) -> list[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return list(dict.fromkeys(found))
-
-
-def h5_model_config(data: bytes) -> Any:
-    """The Keras model config stored in an HDF5 file's attributes, found by its JSON text
-    (the `model_config` attribute is a JSON string: `{"class_name": ...`)."""
-    at = data.find(b'{"class_name"')
-    decoder = json.JSONDecoder()
-    tries = 0
-    while at >= 0 and tries < 64:
-        tries += 1
-        end = data.find(b"\x00", at)
-        chunk = data[at:end if end > at else None][: 64 * 1024 * 1024]
-        try:
-            value, _ = decoder.raw_decode(chunk.decode("utf-8", "replace"))
-            if isinstance(value, dict) and "config" in value:
-                return value
-        except (ValueError, RecursionError):
-            pass
-        at = data.find(b'{"class_name"', at + 1)
-    return None
 
 
 # --- protobuf (ONNX, SavedModel) -----------------------------------------------------------------
@@ -155,6 +169,8 @@ def proto_fields(data: bytes) -> Iterator[tuple[int, int, Any]]:
             value, at = data[at:at + length], at + length
         elif wire == 5:
             value, at = data[at:at + 4], at + 4
+        elif wire in (3, 4):  # a group's start or end (deprecated): parsers skip it, so its fields are read on
+            continue
         else:
             raise ProtoError(f"wire type {wire} is not a protobuf message")
         yield number, wire, value
@@ -167,15 +183,21 @@ def _submessages(data: bytes, number: int) -> Iterator[bytes]:
 
 
 def onnx_external_paths(model: bytes) -> list[str]:
-    """Every `location` of external tensor data in an ONNX ModelProto (graph initializers,
-    tensors in node attributes, nested graphs)."""
+    """Every `location` of external tensor data in an ONNX ModelProto: graph initializers and
+    sparse initializers, tensors and sparse tensors in node attributes, nested graphs,
+    functions, and the graphs of training_info."""
     found: list[str] = []
 
     def tensor(data: bytes) -> None:  # TensorProto: external_data = 13 (key 1, value 2)
         for entry in _submessages(data, 13):
-            pairs = {k: v for k, _, v in proto_fields(entry)}
+            pairs = {k: v for k, _, v in proto_fields(entry)}  # the last of a field wins, as in protobuf
             if pairs.get(1) == b"location" and isinstance(pairs.get(2), bytes):
                 found.append(pairs[2].decode("utf-8", "replace"))
+
+    def sparse(data: bytes) -> None:  # SparseTensorProto: values 1, indices 2 (TensorProtos)
+        for number, wire, value in proto_fields(data):
+            if wire == 2 and number in (1, 2):
+                tensor(value)
 
     def graph(data: bytes, depth: int) -> None:  # GraphProto: node 1, initializer 5, sparse_initializer 15
         if depth > MAX_PROTO_DEPTH:
@@ -185,16 +207,24 @@ def onnx_external_paths(model: bytes) -> list[str]:
                 continue
             if number == 5:
                 tensor(value)
-            elif number == 1:  # NodeProto: attribute 5 -> AttributeProto: t 5, g 6, tensors 10, graphs 11
-                for attribute in _submessages(value, 5):
+            elif number == 15:
+                sparse(value)
+            elif number == 1:  # NodeProto: attribute 5 -> AttributeProto: t 5, g 6, tensors 10, graphs 11,
+                for attribute in _submessages(value, 5):  # sparse_tensor 22, sparse_tensors 23
                     for a_number, a_wire, a_value in proto_fields(attribute):
                         if a_wire == 2 and a_number in (5, 10):
                             tensor(a_value)
+                        elif a_wire == 2 and a_number in (22, 23):
+                            sparse(a_value)
                         elif a_wire == 2 and a_number in (6, 11):
                             graph(a_value, depth + 1)
 
     for g in _submessages(model, 7):  # ModelProto.graph
         graph(g, 0)
+    for training in _submessages(model, 20):  # ModelProto.training_info: initialization 1, algorithm 2
+        for number, wire, value in proto_fields(training):
+            if wire == 2 and number in (1, 2):
+                graph(value, 1)
     for function in _submessages(model, 25):  # ModelProto.functions: FunctionProto.node 7
         for node in _submessages(function, 7):
             graph(b"\x0a" + _length(node) + node, 1)
@@ -217,22 +247,70 @@ def path_escapes(location: str) -> bool:
     return location.startswith(("/", "\\", "~")) or (len(location) > 1 and location[1] == ":") or ".." in parts
 
 
+def _last_string(message: bytes, number: int) -> bytes:
+    """A singular string field: protobuf parsers keep the last occurrence."""
+    value = b""
+    for n, wire, v in proto_fields(message):
+        if n == number and wire == 2:
+            value = v
+    return value
+
+
 def savedmodel_pyfunc_ops(data: bytes) -> list[str]:
-    """PyFunc ops in a SavedModel (saved_model.pb): meta_graphs 2 -> graph_def 2 -> node 1 (op 2),
-    and graph_def.library 2 -> function 1 -> node_def 3 (op 2)."""
+    """PyFunc ops in a SavedModel (saved_model.pb: meta_graphs 2 -> graph_def 2) or a GraphDef
+    (a frozen graph .pb) itself: node 1 (op 2), and library 2 -> function 1 -> node_def 3."""
     found: list[str] = []
 
     def nodes(container: bytes, field_number: int) -> None:
         for node in _submessages(container, field_number):
-            op = next((v for n, w, v in proto_fields(node) if n == 2 and w == 2), b"")
-            name = next((v for n, w, v in proto_fields(node) if n == 1 and w == 2), b"")
-            if op.decode("utf-8", "replace") in PYFUNC_OPS:
-                found.append(f"{op.decode()} op {name.decode('utf-8', 'replace')!r}")
+            op = _last_string(node, 2).decode("utf-8", "replace")
+            if op in PYFUNC_OPS:
+                found.append(f"{op} op {_last_string(node, 1).decode('utf-8', 'replace')!r}")
 
-    for meta_graph in _submessages(data, 2):
-        for graph_def in _submessages(meta_graph, 2):
-            nodes(graph_def, 1)
-            for library in _submessages(graph_def, 2):
-                for function in _submessages(library, 1):
-                    nodes(function, 3)
+    def graph(graph_def: bytes) -> None:
+        nodes(graph_def, 1)
+        for library in _submessages(graph_def, 2):
+            for function in _submessages(library, 1):
+                nodes(function, 3)
+
+    def saved_model() -> None:
+        for meta_graph in _submessages(data, 2):
+            for graph_def in _submessages(meta_graph, 2):
+                graph(graph_def)
+
+    # Read both ways: as a SavedModel, and as a GraphDef (a frozen graph); the bytes are
+    # only malformed when neither reading holds.
+    errors = []
+    for reading in (saved_model, lambda: graph(data)):
+        try:
+            reading()
+        except ProtoError as err:
+            errors.append(err)
+    if len(errors) == 2:
+        raise errors[0]
+    return list(dict.fromkeys(found))
+
+
+_SPACE = b" \t\r\n\f\v"
+
+
+def pbtxt_pyfunc_ops(text: bytes) -> list[str]:
+    """PyFunc ops in a text-format SavedModel or GraphDef (saved_model.pbtxt): `op: "PyFunc"`
+    (either quote, any spaces). One linear pass per op name."""
+    found = []
+    for op in sorted(PYFUNC_OPS):
+        for quote in (b'"', b"'"):
+            quoted, at = quote + op.encode() + quote, 0
+            while (at := text.find(quoted, at)) >= 0:
+                j = at - 1
+                while j >= 0 and text[j] in _SPACE:
+                    j -= 1
+                if j >= 0 and text[j] == 0x3A:  # ':'
+                    j -= 1
+                    while j >= 0 and text[j] in _SPACE:
+                        j -= 1
+                    if text[max(0, j - 1):j + 1] == b"op" and (j < 2 or not (chr(text[j - 2]).isalnum()
+                                                                               or text[j - 2] == 0x5F)):
+                        found.append(f"{op} op")
+                at += len(quoted)
     return list(dict.fromkeys(found))

@@ -8,7 +8,7 @@ does. Unlike a look-back heuristic, the machine's stack and memo are run abstrac
 so STACK_GLOBAL operands are resolved exactly even when they come from the memo or sit
 behind other values, and every call is known with its arguments:
 
-- each import gets a verdict from the allowlist (safe, known, nested, dangerous, unlisted);
+- each import gets a verdict from the allowlist (safe, known, nested, dangerous, unlisted), a getattr by its calls;
 - a call of anything not safe is kept as text (`numpy.size(numpy.size, 'eval')(...)`), so a
   finding shows the chain a payload builds, and so is a BUILD that writes attributes of an
   imported object;
@@ -30,9 +30,10 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
-from hfdoctor.modelfiles.allowlist import UNRESOLVED, classify
+from hfdoctor.modelfiles.allowlist import GETATTRS, UNRESOLVED, classify, enum_member
 from hfdoctor.modelfiles.containers import ContainerError
-from hfdoctor.modelfiles.opcodes import ops
+from hfdoctor.modelfiles.opcodes import Refused, imported_name, ops
+from hfdoctor.modelfiles.reader import BoundedReader, ScanLimit
 from hfdoctor.modelfiles.result import MAX_OPCODES, MAX_SCAN_BYTES, Call, Import, PickleScan
 
 # Legacy torch files hold 5 pickles; a few more are scanned, stopping at the first bytes
@@ -51,68 +52,6 @@ GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
 JOBLIB_WRAPPER = ("joblib.numpy_pickle", "NumpyArrayWrapper")
 NUMPY_DTYPE = (("numpy", "dtype"), ("numpy.core.multiarray", "dtype"), ("numpy._core.multiarray", "dtype"))
 PICKLE_STARTS = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
-
-
-class ScanLimit(Exception):
-    """The file's byte or opcode budget, or the repository's deadline, ran out."""
-
-
-class BoundedReader:
-    """The read/readline view of a stream that pickletools needs, refusing to pass a byte budget.
-
-    pickletools reads an opcode's whole argument (BINBYTES8 can claim 2**63 bytes), so
-    the budget is what keeps a hostile or huge file from exhausting memory or time.
-    """
-
-    def __init__(self, raw: IO[bytes], budget: int):
-        self.raw, self.budget, self.pending = raw, budget, b""
-
-    def _over_budget(self) -> ScanLimit:
-        self.budget = 0  # spent: the file's later members are not scanned either
-        return ScanLimit(f"its pickles are larger than {MAX_SCAN_BYTES // (1024 * 1024)} MB; only the start was scanned")
-
-    def _take(self, data: bytes) -> bytes:
-        if len(data) > self.budget:
-            raise self._over_budget()
-        self.budget -= len(data)
-        return data
-
-    def read(self, n: int = -1) -> bytes:
-        if n < 0 or n > self.budget + len(self.pending):
-            raise self._over_budget()
-        head, self.pending = self.pending[:n], self.pending[n:]
-        return head + self._take(self.raw.read(n - len(head))) if n > len(head) else head
-
-    def readline(self) -> bytes:
-        if self.pending:
-            head, self.pending = self.pending, b""
-            if head.endswith(b"\n"):
-                return head
-            return head + self.readline()
-        line = self.raw.readline(self.budget + 1)
-        return self._take(line)
-
-    def at_end(self) -> bool:
-        if not self.pending:
-            self.pending = self._take(self.raw.read(1))
-        return not self.pending
-
-    def skip(self, n: int) -> None:
-        """Pass over `n` bytes of data that is not pickle (a joblib array), without keeping them:
-        seeking where the stream can, else reading them against the budget."""
-        taken = min(n, len(self.pending))
-        self.pending, n = self.pending[taken:], n - taken
-        if n <= 0:
-            return
-        seekable = getattr(self.raw, "seekable", lambda: False)()
-        if seekable:
-            self.raw.seek(n, 1)
-            return
-        while n > 0:
-            chunk = self.read(min(n, 1 << 20))
-            if not chunk:
-                return
-            n -= len(chunk)
 
 
 class _Value:
@@ -184,6 +123,8 @@ class _Machine:
         self.metastack: list[list[_Value]] = []
         self.memo: dict[int, _Value] = {}
         self.imports: list[tuple[str, str]] = []
+        # getattr imports: [value, enum member lookups, other calls] (see member_lookup).
+        self.getattrs: dict[int, list] = {}
 
     def pop(self) -> _Value:
         return self.stack.pop() if self.stack else _Value("?")
@@ -196,13 +137,33 @@ class _Machine:
         self.stack.append(value)
 
     def imported(self, module: str, name: str) -> _Value:
-        self.imports.append((module, name))
-        return _Value(f"{module}.{name}", origin=(module, name), imported=True)
+        value = _Value(f"{module}.{name}", origin=(module, name), imported=True)
+        if (module, name) in GETATTRS:
+            self.getattrs[id(value)] = [value, 0, 0]  # judged by its calls (member_lookup)
+        else:
+            self.imports.append((module, name))
+        return value
+
+    def all_imports(self) -> list[tuple[str, str]]:  # with each getattr that did more than read enum members
+        return self.imports + [value.origin for value, reads, others in self.getattrs.values() if others or not reads]
+
+    def member_lookup(self, fn: _Value, args: list[_Value] | None) -> _Value | None:
+        """The enum member `getattr(SomeEnum, 'NAME')` reads (allowlist.enum_member), else None."""
+        if id(fn) not in self.getattrs:
+            return None
+        entry, (cls, attr) = self.getattrs[id(fn)], (args[0], args[1]) if args and len(args) == 2 else (None, None)
+        if cls is not None and cls.imported and enum_member(cls.origin, attr.string):
+            entry[1] += 1
+            return _Value(f"{cls.text}.{attr.string}", origin=cls.origin)
+        entry[2] += 1
+        return None
 
     def where(self) -> str:
         return self.member or self.scan.file
 
     def call(self, fn: _Value, args: str, arg_values: list[_Value] | None = None) -> _Value:
+        if (member := self.member_lookup(fn, arg_values)) is not None:
+            return member
         text = f"{fn.text}{args}"
         verdict = classify(*fn.origin) if fn.origin is not None else None
         if fn.origin in NUMPY_DTYPE and arg_values and isinstance(arg_values[0].py, str):
@@ -245,8 +206,8 @@ class _Machine:
             self.push(value)
         elif name == "STACK_GLOBAL":
             attr, module = self.pop(), self.pop()
-            self.push(self.imported(module.string if module.string is not None else UNRESOLVED,
-                                    attr.string if attr.string is not None else UNRESOLVED))
+            self.push(self.imported(*imported_name(module.string if module.string is not None else UNRESOLVED,
+                                                   attr.string if attr.string is not None else UNRESOLVED)))
         elif name == "REDUCE":
             args, fn = self.pop(), self.pop()
             self.push(self.call(fn, args.text if args.text.startswith("(") else f"(*{args.text})",
@@ -408,45 +369,73 @@ class _Walk:
     imports: list[tuple[str, str]]
     complete: bool  # reached STOP
     problem: str | None = None
-    limited: bool = False  # stopped by a budget, not by the bytes
+    # Stopped by something other than bytes the unpickler refuses: a bound, a container that
+    # cannot be read on, a read that failed, or malformed data this scanner did not expect.
+    # What follows may run anything: the file is not proven safe.
+    limited: bool = False
     opcodes: int = 0
+    # Bytes a FRAME declares past the STOP: a loader that reads frames whole (pickle.load of
+    # a stream without peek, as torch's legacy loader's later loads can be) starts the next
+    # pickle there, where hfdoctor's reading does not. Writers never end a frame after STOP.
+    frame_overrun: int = 0
+
+
+class _StepFailed(Exception):
+    """The symbolic machine failed on an opcode the unpickler accepts (a gap in this scanner)."""
 
 
 def _walk(stream: "BoundedReader", member: str | None, scan: PickleScan) -> _Walk:
-    """Walk one pickle, recording its unsafe calls in `scan`."""
+    """Walk one pickle, recording its unsafe calls in `scan`.
+
+    Only bytes the unpickler itself refuses (Refused, and pickletools' readers' ValueError on
+    a truncated argument, as the unpickler's own) end a walk as a damaged pickle: loading
+    stops there too. Any other exception is a limit: the file is not proven safe."""
     machine = _Machine(member, scan, stream)
-    count = 0
+    count, frame_end = 0, 0
     try:
         for count, (opcode, arg) in enumerate(ops(stream)):
             if opcode.name == "STOP":
                 scan.opcodes_left -= count
-                return _Walk(machine.imports, True)
+                return _Walk(machine.all_imports(), True, frame_overrun=max(0, frame_end - stream.position()))
+            if opcode.name == "FRAME" and isinstance(arg, int):
+                frame_end = stream.position() + arg
             if count >= scan.opcodes_left:
                 raise ScanLimit(f"it runs more than {MAX_OPCODES:,} pickle opcodes; only the start was scanned")
             if count & 0xFFFF == 0 and scan.deadline is not None and time.monotonic() > scan.deadline:
                 raise ScanLimit("the time budget of this check ran out while scanning it")
-            machine.step(opcode.name, arg)
+            try:
+                machine.step(opcode.name, arg)
+            except (ScanLimit, Refused, ContainerError):  # a joblib array read on from the stream
+                raise
+            except Exception as err:  # noqa: BLE001 - the machine's own gap, not the unpickler's refusal
+                raise _StepFailed(f"the scanner stopped at opcode {opcode.name} ({type(err).__name__})") from None
     except ScanLimit as limit:
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, str(limit), limited=True, opcodes=count)
-    except ContainerError as err:  # a compressed member that cannot be read on (a bomb): unknown, whatever it is
+        return _Walk(machine.all_imports(), False, str(limit), limited=True, opcodes=count)
+    except (ContainerError, _StepFailed) as err:  # a member that cannot be read on (a bomb), a scanner gap
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, str(err), limited=True, opcodes=max(count, 65))
-    except Exception as err:  # Refused, and pickletools' readers' ValueError on bytes that are not a pickle
+        return _Walk(machine.all_imports(), False, str(err), limited=True, opcodes=count)
+    except ValueError as err:  # Refused, and pickletools' readers on a truncated argument: loading stops here
         scan.opcodes_left = max(0, scan.opcodes_left - count)
-        return _Walk(machine.imports, False, f"{type(err).__name__}: {err}")
-    return _Walk(machine.imports, False, "the pickle ends without STOP (truncated)")
+        return _Walk(machine.all_imports(), False, f"{type(err).__name__}: {err}")
+    except Exception as err:  # noqa: BLE001 - a read that failed (OSError, an unreadable source): unknown
+        scan.opcodes_left = max(0, scan.opcodes_left - count)
+        return _Walk(machine.all_imports(), False, f"reading it failed ({type(err).__name__}: {str(err)[:200]})",
+                     limited=True, opcodes=count)
+    return _Walk(machine.all_imports(), False, "the pickle ends without STOP (truncated)")
 
 
-def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
-    """Scan the consecutive pickles of one stream into `scan`; False when it is not a pickle at all."""
-    reader = BoundedReader(raw, scan.bytes_left)
+def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan, size: int | None = None) -> bool:
+    """Scan the consecutive pickles of one stream (of `size` bytes, where known) into `scan`;
+    False when it is not a pickle at all: the unpickler refuses its first bytes."""
+    reader = BoundedReader(raw, scan.bytes_left, size)
     try:
         where = f"{member}: " if member else ""
-        try:
-            first = reader.read(1)
-        except ScanLimit:
+        if reader.budget <= 0:
+            scan.unproven.append(f"{where}not scanned: the pickles before it already hold "
+                                 f"{MAX_SCAN_BYTES // (1024 * 1024)} MB")
             return False
+        first = reader.read(1)
         reader.pending = first
         for n in range(MAX_STREAMS):
             walk = _walk(reader, member, scan)
@@ -457,12 +446,17 @@ def scan_streams(raw: IO[bytes], member: str | None, scan: PickleScan) -> bool:
                         return True
                 except ScanLimit:
                     return True
+                if walk.frame_overrun:
+                    scan.unproven.append(f"{where}a pickle FRAME runs {walk.frame_overrun:,} bytes past its STOP: a "
+                                         "loader that reads frames whole starts the next pickle at another byte than "
+                                         "the one scanned")
                 continue
             if n == 0:
-                # protocol 2+ pickles start with PROTO (0x80); anything else that fails
-                # early is some other format (text read as opcodes stops within a few),
-                # not something pickle.load would run.
-                if not walk.imports and first != b"\x80" and not (walk.limited and walk.opcodes > 64):
+                # protocol 2+ pickles start with PROTO (0x80); anything else that the
+                # unpickler refuses before it imports is some other format, not something
+                # pickle.load would run. A bound or a failed read is not a refusal: what
+                # follows may still be a pickle.
+                if not walk.imports and first != b"\x80" and not walk.limited:
                     return False
                 (scan.unproven if walk.limited else scan.problems).append(f"{where}{walk.problem}")
             elif walk.limited:  # a bound stopped the walk: what follows may run anything

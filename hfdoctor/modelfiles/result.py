@@ -61,6 +61,9 @@ class PickleScan:
     # what the file's format itself runs or reaches (Keras Lambda layers, ONNX paths, PyFunc
     # ops, archive members that extract outside): (severity, message)
     unsafe: list[tuple[str, str]] = field(default_factory=list)
+    # files the format makes the loader open, relative to the file's own folder (ONNX
+    # external data): the rules check that each stays inside the repository
+    reaches: list[str] = field(default_factory=list)
     deadline: float | None = None  # monotonic time after which the walk stops
 
     def record(self, call: Call) -> None:

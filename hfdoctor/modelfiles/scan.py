@@ -30,6 +30,7 @@ git blob, an LFS object): sixteen hard links to one file are one scan.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from typing import IO
@@ -37,6 +38,7 @@ from typing import IO
 from hfdoctor.bounded.budget import Budget
 import hfdoctor.modelfiles.containers as containers
 import hfdoctor.modelfiles.formats as formats
+import hfdoctor.modelfiles.hdf5 as hdf5
 import hfdoctor.modelfiles.picklemachine as picklemachine
 import hfdoctor.modelfiles.sevenzip as sevenzip
 from hfdoctor.modelfiles.containers import ContainerError
@@ -48,7 +50,10 @@ MAX_DEPTH = 4
 # (the fuzz tests fail on it, so each such path gets a check of its own).
 SCANNER_FAILED = "the scanner stopped on malformed data"
 MAX_WHOLE_FILE = 512 * 1024 * 1024  # the most of one file read whole (ONNX, SavedModel, 7z, HDF5 prefix)
-HDF5_PREFIX = 64 * 1024 * 1024
+# The root attributes Keras's HDF5 loader builds from (training_config: compile's losses and
+# metrics, which may name modules too).
+KERAS_H5_ATTRIBUTES = ("model_config", "training_config")
+KERAS_CONFIG_BYTES = 16 * 1024 * 1024
 # A compressed file that is neither a pickle nor a container at its start is read to its end
 # (kept: its last 64 KB) to see whether a zip closes it; past this, it is not proven safe.
 MAX_DRAIN = 1024 * 1024 * 1024
@@ -56,7 +61,7 @@ MAX_DRAIN = 1024 * 1024 * 1024
 # content says it is a pickle or an archive (a polyglot).
 SCANNED_SUFFIXES = (
     ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".npy", ".npz", ".gz", ".bz2", ".xz",
-    ".lzma", ".zip", ".tar", ".tgz", ".7z", ".keras", ".h5", ".hdf5", ".onnx", ".mar", ".nemo", ".pb",
+    ".lzma", ".zip", ".tar", ".tgz", ".7z", ".keras", ".h5", ".hdf5", ".onnx", ".mar", ".nemo", ".pb", ".pbtxt",
 )
 
 
@@ -110,12 +115,17 @@ class _Scanner:
             self.hdf5(handle, where)
         elif containers.is_tar(handle):
             self.tar(handle, where, depth)
+            # torch.load unpickles a tar from byte 0 when tarfile refuses it, and always when
+            # the file is not a file on disk (a stream): its front is scanned as a pickle too.
+            self.pickle(handle, where)
         elif (kind := containers.compression_of(head)) is not None:
             self.decompress(handle, kind, name, where, depth)
         elif lower.endswith(".onnx"):
             self.onnx(handle, where)
-        elif lower.endswith("saved_model.pb"):
-            self.savedmodel(handle, where)
+        elif lower.endswith((".pb", ".pbtxt")):
+            # a frozen graph or a SavedModel; any other .pb is read as what its bytes are, too
+            if not self.savedmodel(handle, where, lower) or not lower.endswith(("saved_model.pb", ".pbtxt")):
+                self.pickle(handle, where)
         else:
             self.pickle(handle, where)
             if _is_zip_anywhere(handle):  # a zip behind a front that torch.load unpickles: both are scanned
@@ -129,8 +139,8 @@ class _Scanner:
     def zip(self, handle: IO[bytes], name: str, where: str | None, depth: int) -> None:
         try:
             entries = containers.zip_entries(handle)
-        except ContainerError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: {err}")
+        except ContainerError as err:  # torch's own zip reader may read what zipfile refuses
+            self.unproven(where or self.scan.file, str(err))
             return
         if self.scan.kind in ("not-pickle", "pickle"):
             self.scan.kind = "zip"
@@ -150,9 +160,14 @@ class _Scanner:
             try:
                 member = containers.open_entry(handle, entry)
                 if keras and entry.name == "config.json":
-                    self.keras_config(member.read(16 * 1024 * 1024), path)
+                    config = member.read(KERAS_CONFIG_BYTES + 1)
+                    if len(config) > KERAS_CONFIG_BYTES:
+                        self.unproven(path, f"a Keras config larger than {KERAS_CONFIG_BYTES // 2**20} MB, which "
+                                            "hfdoctor does not read")
+                    else:
+                        self.keras_config(config, path)
                 else:
-                    self.member(member, entry.name, path, depth)
+                    self.member(member, entry.name, path, depth, entry.size)
             except ContainerError as err:
                 self.unproven(path, str(err))
 
@@ -165,8 +180,9 @@ class _Scanner:
             return False
         return scanned(entry.name) or (keras and base == "config.json") or entry.size <= 1024 * 1024
 
-    def member(self, member: IO[bytes], name: str, path: str, depth: int) -> None:
-        """An archive member: containers inside it need a seekable copy; pickles stream."""
+    def member(self, member: IO[bytes], name: str, path: str, depth: int, size: int | None = None) -> None:
+        """An archive member (of `size` bytes, where known): containers inside it need a
+        seekable copy; pickles stream."""
         head = member.peek(512)[:512] if hasattr(member, "peek") else b""
         if self._container_head(head, name):
             if depth + 1 > MAX_DEPTH:  # checked before anything is decompressed
@@ -179,7 +195,7 @@ class _Scanner:
                 return
             self.file(io.BytesIO(data), name, path, depth + 1)
         else:
-            if picklemachine.scan_streams(member, path, self.scan) and self.scan.kind == "not-pickle":
+            if picklemachine.scan_streams(member, path, self.scan, size) and self.scan.kind == "not-pickle":
                 self.scan.kind = "pickle"
 
     def seven_zip(self, handle: IO[bytes], where: str | None, depth: int) -> None:
@@ -241,14 +257,20 @@ class _Scanner:
             handle.seek(0)
             reader = containers.inflating(kind, handle)
             head = reader.peek(512)[:512]
+            total = None
             if head[:1] != b"\x80" and not self._container_head(head, inner):
                 total, tail = containers.drain(reader, MAX_DRAIN)
                 if containers.ZIP_END in tail:
-                    self._decompressed_zip(handle, kind, total, inner, path, depth)
+                    directory = containers.central_directory_size(tail)
+                    if directory > containers.MAX_CENTRAL_DIRECTORY:
+                        self.unproven(path, f"a zip archive ends it whose central directory is {directory:,} bytes, "
+                                            "more than hfdoctor reads; not scanned")
+                    else:
+                        self._decompressed_zip(handle, kind, total, inner, path, depth)
                     return
                 handle.seek(0)
                 reader = containers.inflating(kind, handle)
-            self.member(reader, inner, path, depth)
+            self.member(reader, inner, path, depth, total)
         except ContainerError as err:
             self.unproven(where or self.scan.file, str(err))
 
@@ -271,9 +293,14 @@ class _Scanner:
 
     def npy(self, handle: IO[bytes], head: bytes, where: str | None) -> None:
         handle.seek(0)
-        parsed = formats.npy_header(handle.read(formats.MAX_NPY_HEADER + 16))
-        if parsed is None:
-            self.scan.problems.append(f"{where or self.scan.file}: a numpy header hfdoctor cannot read")
+        what = where or self.scan.file
+        try:
+            parsed = formats.npy_header(handle.read(formats.MAX_NPY_HEADER + 16))
+        except formats.NpyHeaderTooLarge as err:
+            self.unproven(what, f"{err}; what follows may be an object array's pickle")
+            return
+        if parsed is None:  # numpy cannot read it either: np.load stops there
+            self.scan.problems.append(f"{what}: a numpy header hfdoctor cannot read")
             return
         header, offset = parsed
         self.scan.kind = "numpy" if self.scan.kind == "not-pickle" else self.scan.kind
@@ -282,11 +309,29 @@ class _Scanner:
             picklemachine.scan_streams(handle, where, self.scan)
 
     def hdf5(self, handle: IO[bytes], where: str | None) -> None:
-        handle.seek(0)
-        data = handle.read(HDF5_PREFIX)
-        config = formats.h5_model_config(data)
-        if config is not None:
-            self.keras_config(config, where or self.scan.file)
+        """A Keras HDF5 model: its root group's `model_config` and `training_config`, read
+        where h5py reads them (hfdoctor.modelfiles.hdf5). A file whose structure that reader
+        does not follow and that names a model_config is not proven safe."""
+        what = where or self.scan.file
+        handle.seek(0, io.SEEK_END)
+        size = handle.tell()
+
+        def read_at(offset: int, n: int) -> bytes:
+            if not self.budget.take(n):
+                raise hdf5.H5Unreadable("the read budget of this check ran out")
+            handle.seek(offset)
+            return handle.read(n)
+
+        try:
+            found = hdf5.root_attributes(read_at, size, KERAS_H5_ATTRIBUTES)
+        except hdf5.H5Unreadable as err:
+            if _names_a_model_config(handle, size):
+                self.unproven(what, f"an HDF5 file naming a Keras model_config, read no further: {err}")
+            return
+        for name in KERAS_H5_ATTRIBUTES:
+            value = found.get(name)
+            if value is not None:
+                self.keras_config(value, f"{what} ({name})")
 
     def keras_config(self, config, where: str) -> None:
         if isinstance(config, (bytes, bytearray)):
@@ -298,7 +343,13 @@ class _Scanner:
                 self.scan.problems.append(f"{where}: a Keras config that is not JSON")
                 return
         self.scan.kind = "keras" if self.scan.kind in ("not-pickle", "zip") else self.scan.kind
-        for problem in formats.keras_config_problems(config):
+        try:
+            problems = formats.keras_config_problems(config)
+        except formats.KerasConfigTooLarge as stopped:
+            problems = stopped.args[0]
+            self.unproven(where, f"its Keras config has more than {formats.MAX_KERAS_NODES:,} nodes; the rest, which "
+                                 "loading runs too, was not read")
+        for problem in problems:
             self.scan.unsafe.append(("error", f"{where}: {problem}"))
 
     def onnx(self, handle: IO[bytes], where: str | None) -> None:
@@ -311,24 +362,48 @@ class _Scanner:
             self.scan.problems.append(f"{where or self.scan.file}: not a readable ONNX model ({err})")
             return
         self.scan.kind = "onnx"
-        for path in paths:
+        for path in dict.fromkeys(paths):
             if formats.path_escapes(path):
                 self.scan.unsafe.append(("error", f"{where or self.scan.file}: its tensor data is read from {path!r}, "
                                                   "outside the model's directory (onnx opens that file on load)"))
+            elif where is None:
+                self.scan.reaches.append(path)
 
-    def savedmodel(self, handle: IO[bytes], where: str | None) -> None:
-        data = self.whole(handle, where or self.scan.file)
+    def savedmodel(self, handle: IO[bytes], where: str | None, lower: str) -> bool:
+        """A SavedModel or a GraphDef (binary, or text for .pbtxt); False when a .pb other
+        than saved_model.pb is no protobuf (it is then scanned by its content, as before)."""
+        what = where or self.scan.file
+        data = self.whole(handle, what)
         if data is None:
-            return
-        try:
-            ops = formats.savedmodel_pyfunc_ops(data)
-        except formats.ProtoError as err:
-            self.scan.problems.append(f"{where or self.scan.file}: not a readable SavedModel ({err})")
-            return
+            return True
+        if lower.endswith(".pbtxt"):
+            ops = formats.pbtxt_pyfunc_ops(data)
+        else:
+            try:
+                ops = formats.savedmodel_pyfunc_ops(data)
+            except formats.ProtoError as err:
+                if not lower.endswith("saved_model.pb"):
+                    return False
+                self.unproven(what, f"TensorFlow reads it as a SavedModel, hfdoctor cannot ({err})")
+                return True
         self.scan.kind = "savedmodel"
         for op in ops:
-            self.scan.unsafe.append(("error", f"{where or self.scan.file}: a {op} that calls Python code of the "
-                                              "loading process"))
+            self.scan.unsafe.append(("error", f"{what}: a {op} that calls Python code of the loading process"))
+        return True
+
+
+def _names_a_model_config(handle: IO[bytes], size: int) -> bool:
+    """Whether the bytes `model_config` (an attribute's name, never compressed in HDF5) are in
+    the file: read in steps, up to MAX_WHOLE_FILE (past it: assumed so)."""
+    if size > MAX_WHOLE_FILE:
+        return True
+    handle.seek(0)
+    tail = b""
+    while chunk := handle.read(1 << 20):
+        if b"model_config" in tail + chunk:
+            return True
+        tail = chunk[-16:]
+    return False
 
 
 def _is_zip_anywhere(handle: IO[bytes]) -> bool:
@@ -348,14 +423,7 @@ def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> Pi
     budget = budget or Budget()
     scan = PickleScan(rel, "not-pickle", deadline=budget.deadline)
     scanner = _Scanner(scan, budget)
-    try:
-        scanner.file(handle, os.path.basename(rel), None, 0)
-    except ContainerError as err:  # what the container holds was not read: it may be anything
-        scan.unproven.append(f"{rel}: {err}")
-    except (OSError, Unreadable) as err:
-        scan.problems.append(f"{rel}: reading it failed part way ({err})")
-    except Exception as err:  # noqa: BLE001 - malformed data this reader missed: incomplete, said so
-        scan.problems.append(f"{rel}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
+    _guarded(scan, rel, lambda: scanner.file(handle, os.path.basename(rel), None, 0))
     # What a nested loader unpickles on load is scanned as a file of its own (bounded count);
     # a load inside a load is one level deeper, and the depth is bounded like archives'.
     index = 0
@@ -363,29 +431,53 @@ def scan_handle(handle: IO[bytes], rel: str, budget: Budget | None = None) -> Pi
         where, blob, nesting = scan.nested[index]
         scan.nested[index] = (where, b"", nesting)  # scanned once: not kept in memory after
         scan.nesting = nesting
-        try:
-            scanner.file(io.BytesIO(blob), "nested.pt", where, nesting)
-        except (OSError, ContainerError, Unreadable) as err:
-            scan.unproven.append(f"{where}: {err}")
-        except Exception as err:  # noqa: BLE001 - as above
-            scan.problems.append(f"{where}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
+        _guarded(scan, where, lambda: scanner.file(io.BytesIO(blob), "nested.pt", where, nesting))
         index += 1
     return scan
 
 
-def embedded_imports(scan: PickleScan, depth: int = 0) -> list[tuple[str, list[Import]]]:
+def _guarded(scan: PickleScan, where: str, run) -> None:
+    """Run one scan step; whatever exception stops it, the file was not read to its end and
+    is not proven safe (SEC006, an error): the one place a failed scan becomes a verdict."""
+    try:
+        run()
+    except ContainerError as err:  # what the container holds was not read: it may be anything
+        scan.unproven.append(f"{where}: {err}")
+    except (OSError, Unreadable) as err:
+        scan.unproven.append(f"{where}: reading it failed part way ({err})")
+    except Exception as err:  # noqa: BLE001 - malformed data this reader missed: not read to its end
+        scan.unproven.append(f"{where}: {SCANNER_FAILED} ({type(err).__name__}: {str(err)[:200]})")
+
+
+def embedded_imports(scan: PickleScan) -> list[tuple[str, list[Import]]]:
     """The unsafe imports of each pickle the file stores as data (not run by loading it), and
-    of the pickles those store in turn (a multistage payload), a few levels deep."""
-    found = []
-    for where, blob in scan.embedded:
-        inner = PickleScan(scan.file, "pickle")
+    of the pickles those store in turn (a multistage payload), a few levels deep.
+
+    All of them together are read within what is left of the file's own budgets (bytes,
+    opcodes, its deadline): a pickle of pickles of pickles cannot multiply the work. Each
+    distinct blob is read once; past the budgets the rest is not reported (loading does not
+    run these pickles, so nothing is left unproven)."""
+    found: list[tuple[str, list[Import]]] = []
+    budget = PickleScan(scan.file, "pickle", deadline=scan.deadline, bytes_left=max(0, scan.bytes_left),
+                        opcodes_left=max(0, scan.opcodes_left))
+    queue = [(where, blob, 0) for where, blob in reversed(scan.embedded)]
+    seen: set[bytes] = set()
+    while queue and budget.bytes_left > 0 and budget.opcodes_left > 0:
+        where, blob, depth = queue.pop()  # depth first: few blobs alive at once
+        digest = hashlib.sha256(blob).digest()
+        if digest in seen or len(blob) > budget.bytes_left:
+            continue
+        seen.add(digest)
+        inner = PickleScan(scan.file, "pickle", deadline=scan.deadline, bytes_left=budget.bytes_left,
+                           opcodes_left=budget.opcodes_left)
         picklemachine.scan_streams(io.BytesIO(blob), where, inner)
+        budget.bytes_left, budget.opcodes_left = inner.bytes_left, inner.opcodes_left
         unsafe = [i for i in inner.imports if i.verdict in ("dangerous", "unlisted", "nested")]
         if unsafe:
             found.append((where, unsafe))
-        if inner.embedded and depth < MAX_DEPTH:
-            found.extend((f"{where}, inside a pickle stored there", imports)
-                         for _, imports in embedded_imports(inner, depth + 1))
+        if depth < MAX_DEPTH:
+            queue.extend((f"{where}, inside a pickle stored there", inner_blob, depth + 1)
+                         for _, inner_blob in reversed(inner.embedded))
     return found
 
 

@@ -58,6 +58,14 @@ class SevenZipError(ContainerError):
 class _Bytes:
     def __init__(self, data: bytes):
         self.data, self.at = data, 0
+        self.folders = 0  # declared in all the streams infos of this header together
+
+    def charge_folders(self, n: int) -> None:
+        """A header may hold many streams infos (additional streams): their folders are
+        bounded together, or 200 of 10,000 empty folders each take a minute to walk."""
+        self.folders += n
+        if self.folders > MAX_COUNT:
+            raise SevenZipError(f"the 7z header declares more than {MAX_COUNT:,} folders in all")
 
     def byte(self) -> int:
         if self.at >= len(self.data):
@@ -172,6 +180,7 @@ def _unpack_info(r: _Bytes, s: _Streams) -> None:
     if r.byte() != K_FOLDER:
         raise SevenZipError("the unpack info has no folders")
     n = r.count()
+    r.charge_folders(n)
     if r.byte() != 0:
         raise SevenZipError("external folder lists are not supported")
     folders = [_folder(r) for _ in range(n)]
@@ -243,7 +252,10 @@ def _decoder(folder: _Folder):
         except (lzma.LZMAError, ValueError) as err:
             raise SevenZipError(f"a 7z folder has invalid lzma properties: {err}") from None
         props["dict_size"] = max(MIN_DICTIONARY, min(props.get("dict_size", MIN_DICTIONARY), folder.unpack_size))
-        return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[{"id": f} for f in folder.bcj] + [props]), None
+        try:  # liblzma refuses some chains (more than 3 filters before LZMA): this folder only
+            return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[{"id": f} for f in folder.bcj] + [props]), None
+        except (lzma.LZMAError, ValueError) as err:
+            raise SevenZipError(f"a 7z folder's filter chain cannot be decoded here ({err})") from None
     if folder.coder == "deflate":
         return zlib.decompressobj(-15), None
     if folder.coder == "bzip2":

@@ -8,9 +8,11 @@ checkpoint (a directory holding one .gguf, or the file itself) is loaded through
 transformers' GGUF support, dequantized.
 
 Stages: preflight.py refuses what cannot be loaded or probed (git-lfs pointers, blocking
-static findings, no chat template, weights larger than the device's free memory) before
-any weights are loaded; session.py loads with transformers and generates; checks.py
-decides; output.py shows.
+static findings, no chat template, weights and KV cache larger than the device's free memory)
+before any weights are loaded, and decides the token budget; session.py loads with
+transformers; plan.py batches the requests, decode.py generates them; checks.py decides (with
+numerics.py where two identical requests differ); output.py shows, with what resources.py
+measured.
 This module imports nothing heavy: torch and transformers load inside run_probe only.
 """
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
 def run_probe(
     path: str,
     device: str = "auto",
-    max_new_tokens: int = 96,
+    max_new_tokens: int | None = None,
     output_format: str = "text",
     trust_remote_code: bool = False,
     console: "Console | None" = None,
@@ -39,8 +41,14 @@ def run_probe(
     seeded: bool = False,
     threads: int | None = None,
     verbose: bool = False,
+    cuda_graphs: bool = True,
+    dtype: str = "auto",
 ) -> int:
-    """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2)."""
+    """Probe the checkpoint at `path`; print the result; return the exit code (0, 1 or 2).
+
+    max_new_tokens: None for the default (preflight.default_budget: 1,024 on a GPU, what the weights' size
+    affords on a CPU). dtype: what the model computes in; "auto": the weights' own, or float32 for 16-bit
+    weights on a CPU (preflight.compute_dtype)."""
     if path is not None and not has_probe_extra():
         return 2
     from rich.console import Console
@@ -58,9 +66,10 @@ def run_probe(
             endpoint_only(result, endpoint, endpoint_model, seeded, errors)
         else:
             probe(result, path, device, max_new_tokens, trust_remote_code, errors, gguf_file,
-                  threads or available_cores(), verbose)
+                  threads or available_cores(), verbose, cuda_graphs, dtype)
         if path is not None and (serve or endpoint):
-            probe_served(result, path, device, max_new_tokens, serve, endpoint, endpoint_model, gguf_file, seeded)
+            budget = result.max_new_tokens or max_new_tokens or 96
+            probe_served(result, path, device, budget, serve, endpoint, endpoint_model, gguf_file, seeded)
     except ProbeRefused as err:
         result.refused = str(err)
         errors.print(line(("probe refused:", "bold red"), " ", str(err)))
@@ -149,13 +158,14 @@ def conformance_parser(repo) -> str | None:
     return next((m.group(2) for m in flags if m.group(1) == "reasoning"), None)
 
 
-def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, trust_remote_code: bool,
-          errors: "Console", gguf_file: str | None = None, threads: int = 1, verbose: bool = False) -> None:
+def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int | None, trust_remote_code: bool,
+          errors: "Console", gguf_file: str | None = None, threads: int = 1, verbose: bool = False,
+          cuda_graphs: bool = True, dtype: str = "auto") -> None:
     """Fill `result` in, stage by stage, under a progress display on stderr."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from hfdoctor import lineage
-    from hfdoctor.probe import preflight
+    from hfdoctor.probe import preflight, resources
     from hfdoctor.repo import ModelRepo
 
     import time
@@ -164,11 +174,13 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
     # On a terminal, one live status line; in CI logs and pipes, a plain line per stage with
     # the seconds since the start (a GGUF's de-quantization alone takes tens of seconds).
     plain = not errors.is_terminal
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=errors, transient=True, disable=plain) as progress:
+    host = resources.HostMemory()  # sampled while it runs, and read at each stage
+    with host, Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                        console=errors, transient=True, disable=plain) as progress:
         task = progress.add_task("checking the checkout before loading")
 
         def step(description: str) -> None:
+            host.sample()
             if plain:
                 errors.print(f"hfdoctor probe [{time.monotonic() - started:5.1f} s] {description}", markup=False,
                              highlight=False)
@@ -187,9 +199,11 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
         step(f"importing torch ({threads} thread{'s' if threads != 1 else ''})")
         import torch
 
-        from hfdoctor.probe.checks import run_checks
+        from hfdoctor.probe import numerics
+        from hfdoctor.probe.plan import run_checks
         from hfdoctor.probe.session import Session, loads_via_cpu, quiet_transformers, resolve_device
 
+        determinism = numerics.Determinism(cublas_workspace=numerics.set_cublas_workspace())  # before CUDA starts
         # torch's default is every core of the machine, which under load (or in a container
         # given a share of them) is several times slower than the cores this process has.
         torch.set_num_threads(threads)
@@ -197,12 +211,37 @@ def probe(result: "ProbeResult", path: str, device: str, max_new_tokens: int, tr
             quiet_transformers()
 
         result.device = resolve_device(device)
-        preflight.check_memory(weights, result.device)
+        if max_new_tokens is None:
+            budget, result.budget = preflight.default_budget(result.device, weights.nbytes)
+        else:
+            budget, result.budget = max_new_tokens, "--max-new-tokens"
+        result.max_new_tokens = budget
+        kv = None if weights.gguf else preflight.kv_cache(repo.config, budget)
+        compute = preflight.compute_dtype(weights, kv, result.device, dtype)
+        loaded, kv = preflight.as_computed(weights, kv, compute)
+        device_map = preflight.placement(loaded, kv, result.device)
         if result.device != "cpu" and loads_via_cpu(result.device):
-            preflight.check_memory(weights, "cpu", staging_for=result.device)
-        step(f"loading {preflight.human_bytes(weights.nbytes)} of weights onto {result.device}")
-        session = Session(path, result.device, max_new_tokens, repo.eos_ids, trust_remote_code, weights.gguf)
-        result.dtype, result.load_seconds = session.dtype, session.load_seconds
-        step(f"loaded in {session.load_seconds:.1f} s ({session.dtype})")
-        result.checks = run_checks(session, family, template, step, variant)
+            preflight.check_memory(loaded, "cpu", staging_for=result.device)
+        where = "every GPU (one is too small)" if device_map == "auto" else result.device
+        step(f"loading {preflight.human_bytes(weights.nbytes)} of weights onto {where}")
+        resources.reset_gpu_peak()
+        try:
+            with numerics.deterministic_kernels(determinism):
+                session = Session(path, result.device, budget, repo.eos_ids, trust_remote_code, weights.gguf,
+                                  device_map=device_map, graphs=cuda_graphs, dtype=compute)
+                result.dtype, result.load_seconds = session.dtype, session.load_seconds
+                step(f"loaded in {session.load_seconds:.1f} s ({session.dtype})")
+                result.checks = run_checks(session, family, template, step, variant)
+        finally:
+            host.sample()
+            result.memory = {"peak_gpu_bytes": resources.gpu_peak_bytes(result.device), **host.to_json(),
+                             "host_sampled_every_s": resources.SAMPLE_SECONDS}
+        result.runtime = {
+            "cache": session.runtime.how, "cuda_graphs": session.runtime.graphs, "not_faster": session.runtime.why_not,
+            "weights_dtype": preflight.DTYPE_NAMES.get(weights.dtype, weights.dtype.lower()),
+            "device_map": device_map or result.device,
+            "gpus": torch.cuda.device_count() if device_map == "auto" else (1 if result.device != "cpu" else 0),
+            **determinism.to_json(),
+        }
+        result.generation = session.calls
         step(f"done: {len(result.checks)} checks")

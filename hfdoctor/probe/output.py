@@ -28,6 +28,12 @@ class ProbeResult:
     dtype: str | None = None
     load_seconds: float | None = None
     weights_bytes: int | None = None
+    max_new_tokens: int | None = None
+    budget: str | None = None  # how max_new_tokens was decided ("--max-new-tokens", "default on a GPU"...)
+    # How the replies were computed: the cache, CUDA graphs, deterministic kernels, the GPUs used
+    runtime: dict[str, Any] | None = None
+    generation: list[dict[str, Any]] = field(default_factory=list)  # each call: rows, steps, seconds
+    memory: dict[str, Any] | None = None  # peak GPU and host memory (resources.py)
     checks: list[CheckResult] = field(default_factory=list)
     refused: str | None = None  # why nothing was (or could be) probed
     served: dict[str, Any] | None = None  # the endpoint probed with --serve / --endpoint
@@ -51,12 +57,40 @@ class ProbeResult:
             "weights_bytes": self.weights_bytes,
             "checks": [c.to_json() for c in self.checks],
         }
+        if self.max_new_tokens is not None:
+            out["max_new_tokens"] = self.max_new_tokens
+            out["budget"] = self.budget
+        if self.runtime is not None:
+            out["runtime"] = self.runtime
+            out["generation"] = [
+                {"rows": c["rows"], "steps": c["steps"], "seconds": round(c["seconds"], 3),
+                 "ms_per_step": round(1000 * c["seconds"] / max(c["steps"], 1), 2)} for c in self.generation]
+        if self.memory is not None:
+            out["memory"] = self.memory
         if self.served is not None:
             out["served"] = {**self.served, "checks": [c.to_json() for c in self.served_checks],
                              "conformance": [c.to_json() for c in self.conformance]}
         if self.refused is not None:
             out["refused"] = self.refused
         return out
+
+
+def how_it_ran(result: ProbeResult) -> str:
+    """One line: the budget, the decoding, the time a step took, peak memory."""
+    parts = [f"up to {result.max_new_tokens} new tokens ({result.budget})"]
+    runtime = result.runtime or {}
+    if runtime:
+        parts.append(f"{runtime['cache']} cache" + (", CUDA graphs" if runtime.get("cuda_graphs") else ""))
+    steps = sum(c["steps"] for c in result.generation)
+    if steps:
+        seconds = sum(c["seconds"] for c in result.generation)
+        parts.append(f"{steps} decode steps in {seconds:.1f} s ({1000 * seconds / steps:.1f} ms a step)")
+    memory = result.memory or {}
+    if memory.get("peak_gpu_bytes") is not None:
+        parts.append(f"peak GPU memory {memory['peak_gpu_bytes'] / 2**30:.1f} GiB")
+    if memory.get("peak_host_anon_bytes") is not None:
+        parts.append(f"peak host memory {memory['peak_host_anon_bytes'] / 2**30:.2f} GiB anonymous")
+    return "; ".join(parts)
 
 
 def write_json(result: ProbeResult) -> None:
@@ -70,6 +104,8 @@ def write_text(result: ProbeResult, console: Console) -> None:
     if result.device is not None:
         console.print(line((result.target, "bold"), f"  family: {result.family or 'unknown'}, "
                            f"device: {result.device}, dtype: {result.dtype}, {loaded}"))
+        if result.max_new_tokens is not None:
+            console.print(line(("  " + how_it_ran(result), "dim")))
     else:
         console.print(line((result.target, "bold"), "  (no local weights: the endpoint only)"))
     replies_shown: set[tuple[str, str]] = set()

@@ -1,9 +1,10 @@
-"""The loaded model and tokenizer, and greedy generation on the repo's own chat template.
+"""The loaded model and tokenizer, and generation on the repo's own chat template.
 
 Everything a user's serving stack would do, nothing more: AutoTokenizer and
 AutoModelForCausalLM from the checkout (never the repo's Python code unless
 --trust-remote-code), the chat template through tokenizer.apply_chat_template, the eos ids
-of generation_config.json, greedy decoding. torch and transformers are imported here only.
+of generation_config.json, greedy decoding or seeded sampling (decode.py: batched, each row
+stopping at its own end). torch and transformers are imported here and in decode.py only.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from hfdoctor.probe.preflight import ProbeRefused
 
 @dataclass
 class Generation:
-    """One greedy reply: the rendered prompt and what came after it."""
+    """One reply: the rendered prompt and what came after it."""
 
     prompt: str
     prompt_tokens: int
     ids: list[int]  # generated ids, up to and including the eos id that stopped it
     text: str  # decoded with special tokens kept, so markers stay visible
-    seconds: float
+    seconds: float  # the whole call that produced it (a batch: shared by its rows)
     stopped_on: int | None  # the eos id that ended it, None when the budget ran out
+    seed: int | None = None  # None: greedy; else the seed of its sampling
+    trace: Any = None  # decode.Trace: each step's best candidates, for the numerics verdicts
+    batch: int = 1  # rows in the call that produced it
 
     @property
     def tokens(self) -> int:
@@ -140,9 +144,14 @@ def gguf_parsed_once() -> Iterator[None]:
 
 class Session:
     def __init__(self, path: str, device: str, max_new_tokens: int, eos_ids: list[int], trust_remote_code: bool,
-                 gguf_file: str | None = None):
+                 gguf_file: str | None = None, device_map: str | None = None, graphs: bool = True,
+                 dtype: str | None = None):
+        """device_map: "auto" spreads the model over every GPU (one is too small); else it loads onto `device`.
+        dtype: what to compute in ("float32", "bfloat16"...; preflight.compute_dtype); None: the weights' own."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from hfdoctor.probe.decode import Decoder, choose_runtime
 
         self.device = device
         self.max_new_tokens = max_new_tokens
@@ -153,12 +162,14 @@ class Session:
             # metadata, the tensors dequantized to float32.
             source = {"gguf_file": gguf_file} if gguf_file else {"use_safetensors": True}
             via_cpu = loads_via_cpu(device)
+            # Straight onto the GPU (device_map): the weights never sit in host memory as a whole.
+            placement = {} if via_cpu else {"device_map": device_map or device}
             with gguf_parsed_once() if gguf_file else nullcontext():
                 self.tokenizer = AutoTokenizer.from_pretrained(
                     path, trust_remote_code=trust_remote_code, **({"gguf_file": gguf_file} if gguf_file else {}))
                 self.model = AutoModelForCausalLM.from_pretrained(
-                    path, dtype="auto", trust_remote_code=trust_remote_code, **source,
-                    **({} if via_cpu else {"device_map": device}),
+                    path, dtype=getattr(torch, dtype) if dtype else "auto", trust_remote_code=trust_remote_code,
+                    **source, **placement,
                 ).eval()
             if via_cpu and device != "cpu":
                 self.model.to(device)
@@ -168,6 +179,9 @@ class Session:
         self.dtype = str(self.model.dtype).replace("torch.", "")
         self.pad_id = self._pad_id()
         self._torch = torch
+        self.runtime = choose_runtime(self.model, device, use_graphs=graphs)
+        self.decoder = Decoder(self.model, device, eos_ids, self.pad_id, self.runtime)
+        self.calls: list[dict[str, Any]] = []  # each generation call: rows, steps, seconds
 
     def _pad_id(self) -> int:
         """What left-pads a batch: the tokenizer's pad token, else the first eos id."""
@@ -201,45 +215,23 @@ class Session:
                 "see `hfdoctor check`"
             ) from None
 
-    def generate(self, prompts: list[str], seed: int | None = None) -> list[Generation]:
-        """Replies to `prompts`, as one left-padded batch: greedy, or sampled after seeding
-        torch with `seed` (temperature 1, top-k 50: what a seeded request to a server does)."""
-        from transformers import GenerationConfig
+    def prompt_tokens(self, prompt: str) -> int:
+        return len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
-        torch = self._torch
+    def generate(self, prompts: list[str], seeds: list[int | None] | None = None) -> list[Generation]:
+        """Replies to `prompts`, as one left-padded batch, every row ending at its own eos: greedy, or sampled
+        (temperature 1, top-k 50) from a generator seeded with the row's seed."""
+        from hfdoctor.probe.decode import Row
+
+        seeds = seeds or [None] * len(prompts)
         encoded = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        width = max(len(ids) for ids in encoded)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(encoded):
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, width - len(ids):] = 1
-        sampling = {"do_sample": True, "temperature": 1.0, "top_k": 50, "top_p": 1.0} if seed is not None \
-            else {"do_sample": False}
-        config = GenerationConfig(
-            num_beams=1, max_new_tokens=self.max_new_tokens,
-            eos_token_id=self.eos_ids or None, pad_token_id=self.pad_id, **sampling,
-        )
-        started = time.perf_counter()
+        rows = [Row(tuple(int(i) for i in ids), seed) for ids, seed in zip(encoded, seeds)]
         try:
-            if seed is not None:
-                torch.manual_seed(seed)
-            with torch.no_grad():
-                out = self.model.generate(
-                    input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                    generation_config=config,
-                )
+            call = self.decoder.run(rows, self.max_new_tokens)
         except Exception as err:  # the model loaded but cannot run (a forward error, out of memory): reported
             raise ProbeRefused(f"generation failed: {type(err).__name__}: {err}") from None
-        seconds = time.perf_counter() - started
-        results = []
-        for row, prompt in enumerate(prompts):
-            ids = [int(i) for i in out[row, width:].tolist()]
-            stop = next((k for k, i in enumerate(ids) if i in self.eos_ids), None)
-            if stop is not None:
-                ids = ids[: stop + 1]  # what follows is the batch's padding
-            results.append(Generation(
-                prompt=prompt, prompt_tokens=len(encoded[row]), ids=ids, text=self.decode(ids),
-                seconds=seconds, stopped_on=ids[stop] if stop is not None else None,
-            ))
-        return results
+        self.calls.append({"rows": len(rows), "steps": call.steps, "seconds": call.seconds, "how": call.how})
+        return [Generation(prompt=prompt, prompt_tokens=len(ids), ids=done.ids, text=self.decode(done.ids),
+                           seconds=call.seconds, stopped_on=done.stopped_on, seed=seed, trace=done.trace,
+                           batch=len(rows))
+                for prompt, ids, seed, done in zip(prompts, encoded, seeds, call.rows)]

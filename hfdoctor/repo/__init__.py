@@ -102,7 +102,7 @@ class ModelRepo:
     """The cached view of one repository, whatever its source (a directory, the Hub, a commit)."""
 
     def __init__(self, target: str | os.PathLike[str] | Source, upstream: Upstream | None = None,
-                 budget: Budget | None = None):
+                 budget: Budget | None = None, engines: dict[str, str] | None = None):
         self.source = target if isinstance(target, Source) else LocalSource(target)
         # One allowance of time and bytes for everything a check of this repository does.
         self.budget = budget if budget is not None else (self.source.budget or Budget.from_env())
@@ -111,6 +111,9 @@ class ModelRepo:
         self.root = self.source.local_dir or Path(self.source.label)
         # Where rules and fixes look for upstream files (templates, configs).
         self.upstream = upstream if upstream is not None else Upstream.from_options()
+        # The engines a configuration file says the repository targets (engine -> why); None:
+        # found from the repository itself (hfdoctor.compat.targets).
+        self.declared_engines = engines
         self.problems: dict[str, FileProblem] = {}
         # What the check derives from these files (lineage, weights, analyses...): see repo/facts.py.
         self.facts = Facts(self)

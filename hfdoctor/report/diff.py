@@ -116,35 +116,34 @@ def left_line(result: FixResult, fail_on: Severity) -> str:
     return f"would be left at or above {fail_on}: {named}{more} ({tally} after this diff)"
 
 
-def revealed_line(result: FixResult) -> str | None:
-    """The fixable findings that only the fixes revealed (not fixed in this run), in one line."""
-    if not result.revealed:
+def unfinished_line(result: FixResult) -> str | None:
+    """The findings still fixable when the passes ran out, in one line (a fix kept revealing fixes)."""
+    if not result.unfinished:
         return None
-    named = ", ".join(f"{f.code} {f.rule} ({f.file or 'repository'}, {f.severity})" for f in result.revealed[:5])
-    more = f" and {len(result.revealed) - 5} more" if len(result.revealed) > 5 else ""
-    return f"revealed by these fixes, not fixed in this run (check shows them next; fix again): {named}{more}"
+    named = ", ".join(f"{f.code} {f.rule} ({f.file or 'repository'}, {f.severity})" for f in result.unfinished[:5])
+    more = f" and {len(result.unfinished) - 5} more" if len(result.unfinished) > 5 else ""
+    return (f"still fixable after {len(result.passes)} passes, not fixed (fixes keep revealing fixes: please report "
+            f"it): {named}{more}")
 
 
 def write_diff_summary(result: FixResult, console: Console, fail_on: Severity) -> None:
     """After `fix --diff`'s patch: what it fixes, what was refused, and one line on what is left.
     Every line goes through report.text's `say`, so repository text in it is shown inert."""
-    from hfdoctor.report.text import say
+    from hfdoctor.report.text import fix_lines, passes_text, say
 
     target = result.after.target
     if result.applied:
-        say(console, (target, "bold"), f": would fix {len(result.applied)} finding(s) in "
-            f"{', '.join(result.files)}; nothing written (--diff)")
-        for finding in result.applied:
-            title = finding.fix.title if finding.fix is not None else ""
-            say(console, "  ", ("would fix", "green"), f" {finding.code} ", (finding.rule, "dim"),
-                f" {finding.file or ''}: {title}")
+        say(console, (target, "bold"), f": would fix {len(result.applied)} finding(s) in {', '.join(result.files)}"
+            f"{passes_text(result)}; nothing written (--diff)")
+        for line in fix_lines(result, "would fix"):
+            say(console, *line)
     else:
         say(console, (target, "bold"), ": nothing to fix")
     for reason in result.refused:
         say(console, "  ", ("not fixed", "yellow"), f" {reason}")
     for err in result.errors:
         say(console, ("error:", "bold red"), f" {err}")
-    revealed = revealed_line(result)
-    if revealed:
-        say(console, revealed)
+    unfinished = unfinished_line(result)
+    if unfinished:
+        say(console, unfinished)
     say(console, left_line(result, fail_on))

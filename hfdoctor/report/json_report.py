@@ -52,11 +52,14 @@ def write_fix_json(result: FixResult) -> str:
     """check's report of what is left, plus a `fixes` object saying what was done."""
     out = report_to_json(result.after)
     out["fixes"] = {
-        "applied" if result.written else "planned": [_fix_entry(f) for f in result.applied],
+        "applied" if result.written else "planned": [{**_fix_entry(f), "pass": result.pass_of(f)}
+                                                     for f in result.applied],
         "refused": result.refused,
         "files": result.files,
         "written": result.written,
-        "revealed": [_fix_entry(f) for f in result.revealed],  # fixable only after these fixes: not fixed
+        "passes": len(result.passes),
+        "revealed": [_fix_entry(f) for f in result.revealed],  # fixed, but only an earlier pass's fixes revealed them
+        "unfinished": [_fix_entry(f) for f in result.unfinished],  # still fixable when the passes ran out
     }
     if result.diff is not None:
         out["diff"] = result.diff

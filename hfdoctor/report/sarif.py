@@ -6,8 +6,8 @@ official OASIS schema with URI formats):
   %SRCROOT%, which `originalUriBaseIds` maps to that directory), percent-encoded per
   RFC 3986 (spaces, '#', '%', non-ASCII, undecodable bytes); a path outside it is an
   absolute file:// URI; a Hub file is its https://huggingface.co/.../blob/<commit>/ URL;
-- the driver has an `informationUri`, each rule a `helpUri` (its row of the README's
-  rule table) and a PascalCase `name` (the contract name is kept in `properties`); a rule
+- the driver has an `informationUri`, each rule a `helpUri` (its page of the documentation
+  site's rules reference, which docs/hooks/rules_reference.py generates) and a PascalCase `name` (the contract name is kept in `properties`); a rule
   split from an old code lists it in `deprecatedIds` (and its name in `deprecatedNames`);
 - a file-level result has a region: its first line;
 - the text is I-JSON: a lone surrogate in a message becomes U+FFFD, the raw bytes go in the
@@ -29,14 +29,15 @@ from hfdoctor.lint.rules.base import Rule
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-# The project's home (pyproject's [project.urls]); rule help lives in its README's table.
+# The project's home (pyproject's [project.urls]) and its documentation site (mkdocs.yml's site_url).
 HOMEPAGE = "https://github.com/hfdoctor/hfdoctor"
+DOCS_URL = "https://hfdoctor.github.io/hfdoctor/"
 SRCROOT = "%SRCROOT%"
 
 
-def rule_help_uri(code: str) -> str:
-    """The rule's row of the README table (`hfdoctor rules --markdown` gives each an anchor)."""
-    return f"{HOMEPAGE}#{code.lower()}"
+def rule_help_uri(rule: Rule) -> str:
+    """The rule's page in the documentation site (one page per rule name, as ruff's are)."""
+    return f"{DOCS_URL}rules/{rule.name}/"
 
 
 def pascal_case(name: str) -> str:
@@ -108,7 +109,7 @@ def write_sarif(reports: list[Report | TargetError], cwd: Path | None = None) ->
             "shortDescription": {"text": r.summary},
             "fullDescription": {"text": r.doc},
             "help": {"text": r.doc},
-            "helpUri": rule_help_uri(r.code),
+            "helpUri": rule_help_uri(r),
             "defaultConfiguration": {"level": LEVEL[r.severity]},
             "properties": {"name": r.name},
             **deprecated(r),

@@ -3,6 +3,10 @@
 Short by default (CONTRACT "Text output is short"): warnings and errors, the compat line and a
 summary line that counts the info findings and names `--show-info`, which shows them and the
 other sections (template capabilities, weights); `--quiet` prints the summary line alone.
+A finding's line is cut at about LINE_CHARS characters (plus the target's name, as long as the
+user wrote it), at a clause where one is near
+(`--verbose`: whole; `hfdoctor explain CODE` says why the rule matters), and each sentence is
+printed once: the compat lines name the finding that says it instead of repeating it.
 A terminal wraps lines to its width; a pipe gets one plain line per finding (cli.stdout_console).
 
 Outside text is inert: every string is shown through `inert.visible` (controls, bidi and line
@@ -26,10 +30,31 @@ Part = Union[str, tuple[str, str]]  # text, or (text, rich style)
 
 @dataclass(frozen=True)
 class Display:
-    """What the text output shows: info findings and sections (--show-info), or the summary alone (--quiet)."""
+    """What the text output shows: info findings and sections (--show-info), or the summary alone
+    (--quiet); whole messages (--verbose) or lines of about LINE_CHARS."""
 
     show_info: bool = False
     quiet: bool = False
+    verbose: bool = False
+
+
+LINE_CHARS = 160
+MIN_MESSAGE_CHARS = 60  # a deep path still leaves this much of the message
+# Where a cut message may end, best first: the end of a clause, then of a phrase.
+CLAUSE_ENDS = (". ", ": ", "; ", " (", ", ", " - ")
+
+
+def shorten(text: str, width: int) -> str:
+    """`text` in at most about `width` characters: cut at a clause boundary in its last 40%,
+    else at a word, and marked with ` …`; never mid-word."""
+    if len(text) <= width:
+        return text
+    head = text[:max(1, width - 2)]
+    ends = [head.rfind(end) for end in CLAUSE_ENDS]
+    cut = max((at for at in ends if at >= width * 3 // 5), default=-1)
+    if cut < 0:
+        cut = head.rfind(" ")
+    return (head[:cut] if cut > 0 else head).rstrip(" ,;:(") + " …"
 
 
 def line(*parts: Part) -> Text:
@@ -70,32 +95,46 @@ def write_text(reports: list[Report | TargetError], console: Console, display: D
             console.print(summary_line(report, display, named=True))
             continue
         console.print(line((report.target, "bold"), "  lineage: ") + lineage_text(report.lineage or {}))
+        shown = [f for f in report.findings if f.severity is not Severity.INFO or display.show_info]
         for section, body in report.sections.items():
-            if section == "compat" or display.show_info:
-                write_section(console, section, body)
-        for f in report.findings:
-            if f.severity is Severity.INFO and not display.show_info:
-                continue
+            if section == "compat" and isinstance(body, list):
+                write_compat(console, body, shown, display)
+            elif display.show_info:
+                write_section(console, section, body, display)
+        cut = False
+        for f in shown:
             fix: list[Part] = [("  [fix: " + str(f.fix.applicability) + "]", "green")] if f.fix else []
+            # The target is the user's own words (an absolute path in the hook): the message's
+            # room is what the rest of the line leaves, as if the target were short.
+            head = f"{_location('.', f.file, f.line)}: {f.severity} {f.code} {f.rule} "
+            message = f.message
+            if not display.verbose:
+                room = max(MIN_MESSAGE_CHARS, LINE_CHARS - len(head) - (len(fix[0][0]) if fix else 0))
+                message = shorten(message, room)
+                cut = cut or message != f.message
             say(console, _location(report.target, f.file, f.line), ": ", (str(f.severity), STYLE[f.severity]), " ",
-                (f.code, "bold"), " ", (f.rule, "dim"), " ", f.message, *fix)
+                (f.code, "bold"), " ", (f.rule, "dim"), " ", message, *fix)
         for err in report.internal_errors:
             say(console, ("internal error", "bold red"), " ", err, " (please report this)")
-        console.print(summary_line(report, display, named=False))
+        console.print(summary_line(report, display, named=False, cut=cut))
 
 
-def summary_line(report: Report, display: Display, named: bool) -> Text:
-    """`1 error(s), 0 warning(s), and 4 info: --show-info; 1 fixable with `hfdoctor fix``."""
+def summary_line(report: Report, display: Display, named: bool, cut: bool = False) -> Text:
+    """`1 error(s), 0 warning(s), and 4 info: --show-info; 1 fixable with `hfdoctor fix``, then
+    what a baseline left out and where the whole messages are when some were cut."""
     head: list[Part] = [(report.target, "bold"), ": "] if named else []
+    accepted = (report.sections.get("baseline") or {}).get("accepted", 0)
+    tail = f"; {accepted} more accepted by the baseline" if accepted else ""
+    tail += "; whole messages: --verbose" if cut else ""
     if not report.findings:
-        return line(*head, ("no findings", "green"))
+        return line(*head, ("no findings", "green"), tail)
     s = report.summary()
     counts = f"{s['error']} error(s), {s['warning']} warning(s), "
     counts += f"{s['info']} info" if display.show_info or not s["info"] else f"and {s['info']} info: --show-info"
     fixable = f"; {s['fixable']} fixable with `hfdoctor fix`"
     if s["unsafe_fixable"]:
         fixable += f" ({s['unsafe_fixable']} more with --unsafe-fixes)"
-    return line(*head, counts + fixable)
+    return line(*head, counts + fixable + tail)
 
 
 def lineage_text(lin: dict[str, Any]) -> Text:
@@ -111,8 +150,9 @@ def lineage_text(lin: dict[str, Any]) -> Text:
                 f"confidence {lin.get('confidence', 'unknown')} (evidence: {evidence}{disagree})")
 
 
-def write_section(console: Console, name: str, body: Any) -> None:
-    """Extra sections (e.g. template capabilities) as `name: key=value, ...`."""
+def write_section(console: Console, name: str, body: Any, display: Display = Display(verbose=True)) -> None:
+    """Extra sections (e.g. template capabilities) as `name: key=value, ...` (cut at about LINE_CHARS
+    but with --verbose)."""
     if name == "compat" and isinstance(body, list):
         write_compat(console, body)
     elif isinstance(body, dict):
@@ -121,16 +161,20 @@ def write_section(console: Console, name: str, body: Any) -> None:
             if isinstance(value, (dict, list)) and len(str(value)) > 80:
                 continue
             parts.append(f"{key}={value}")
-        say(console, f"  {name}: {', '.join(parts)}")
+        text = f"  {name}: {', '.join(parts)}"
+        say(console, text if display.verbose else shorten(text, LINE_CHARS))
 
 
 COMPAT_STYLE = {"loads": "green", "caveat": "yellow", "fails": "red", "unknown": "dim"}
-WHY_CHARS = 240
+NOT_VERIFIED = "not verified: "
+MANY_ENGINES = 4  # a longer list of engines on a reason line is counted, not named
 
 
-def write_compat(console: Console, entries: list[dict[str, str]]) -> None:
+def write_compat(console: Console, entries: list[dict[str, str]], shown: list = (),
+                 display: Display = Display()) -> None:
     """`compat: fails: tgi; loads: vllm, ...; unknown: ...` (engines grouped by status, worst first),
-    then why for each engine that fails or has a caveat."""
+    then a line per reason: engines that share it share the line. A reason that a finding shown
+    below says is named by its code, not said twice; `unknown` says what could not be verified."""
     by_status: dict[str, list[str]] = {}
     for e in entries:
         by_status.setdefault(e["status"], []).append(e["engine"])
@@ -144,13 +188,69 @@ def write_compat(console: Console, entries: list[dict[str, str]]) -> None:
         for i, status in enumerate(order):
             statuses += [("; " if i else ""), (status, COMPAT_STYLE.get(status, "")), ": " + ", ".join(by_status[status])]
     say(console, *statuses)
-    grouped: dict[tuple[str, str], list[str]] = {}  # engines that share a status and a reason share a line
+    grouped: dict[str, dict[str, list[str]]] = {}  # reason -> status -> engines, in the order met
     for e in entries:
-        if e["status"] not in ("loads", "unknown"):  # unknown: "not verified" is in --format json
-            grouped.setdefault((e["status"], e["why"]), []).append(e["engine"])
-    for (status, why), engines in grouped.items():
-        why = why if len(why) <= WHY_CHARS else why[:WHY_CHARS].rsplit(" ", 1)[0] + " …"  # never mid-word
-        say(console, f"    {', '.join(engines)} {status}: {why}")
+        if e["status"] == "loads":
+            continue
+        if e["status"] == "unknown":
+            why = e["why"].rpartition(NOT_VERIFIED)[2] if NOT_VERIFIED in e["why"] else e["why"]
+            why = why if display.verbose else first_clause(why)  # "no config.json", not "...: nothing vLLM loads"
+        else:
+            why = _named_by_findings(e["why"], shown)
+        grouped.setdefault(why, {}).setdefault(e["status"], []).append(e["engine"])
+    for why, statuses_of in grouped.items():
+        who = "; ".join(f"{_engines(engines)} {status}" for status, engines in statuses_of.items())
+        shown_why = why if display.verbose else shorten(why, max(MIN_MESSAGE_CHARS, LINE_CHARS - len(who) - 6))
+        say(console, f"    {who}: {shown_why}")
+
+
+def first_clause(text: str) -> str:
+    """The text up to its first `: ` outside parentheses (all of it when there is none)."""
+    depth = 0
+    for at, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text.startswith(": ", at):
+            return text[:at]
+    return text
+
+
+def _engines(engines: list[str]) -> str:
+    return f"{len(engines)} engines" if len(engines) > MANY_ENGINES else ", ".join(engines)
+
+
+def _named_by_findings(why: str, shown: list) -> str:
+    """The reason with each sentence that a shown finding says replaced by `CODE below`."""
+    for f in shown:
+        message = f.message
+        core = message[:message.rindex(" [")] if message.endswith("]") and " [" in message else message
+        for sentence in (message, core):
+            if len(sentence) >= 20 and sentence in why:
+                why = why.replace(sentence, f"{f.code} below")
+                break
+    parts = why.split("; ")
+    if len(parts) > 1 and all(p.endswith(" below") and " " not in p[:-6] for p in parts):
+        why = ", ".join(dict.fromkeys(p[:-6] for p in parts)) + " below"  # "CMP001, TPL015 below"
+    return why
+
+
+def fix_lines(result: FixResult, verb: str) -> list[tuple]:
+    """One line per fix, pass by pass: `say` arguments. With several passes a pass starts with a
+    line of its own, and a fix of what an earlier pass revealed says so."""
+    lines = []
+    for number, fixed in enumerate(result.passes, 1):
+        if len(result.passes) > 1:
+            lines.append((f"  pass {number}:",))
+        for finding in fixed:
+            title = finding.fix.title if finding.fix is not None else ""
+            revealed = " (revealed by pass {})".format(number - 1) if any(f is finding for f in result.revealed) else ""
+            lines.append(("  ", (verb, "green"), f" {finding.code} ", (finding.rule, "dim"),
+                          f" {finding.file or ''}: {title}{revealed}"))
+    return lines
+
+
+def passes_text(result: FixResult) -> str:
+    """' (2 passes)' when fixes revealed, or waited for, more fixes; '' for one pass."""
+    return f" ({len(result.passes)} passes)" if len(result.passes) > 1 else ""
 
 
 def write_fix_text(result: FixResult, console: Console, display: Display = Display()) -> None:
@@ -160,17 +260,18 @@ def write_fix_text(result: FixResult, console: Console, display: Display = Displ
     verb = "would fix" if preview or not result.written else "fixed"
     if result.applied and result.files:
         say(console, (after.target, "bold"), f": {verb} {len(result.applied)} finding(s) in {', '.join(result.files)}"
-            + ("; nothing written (--diff)" if preview else ""))
-        for finding in result.applied:
-            assert finding.fix is not None
-            say(console, "  ", (verb, "green"), f" {finding.code} ", (finding.rule, "dim"),
-                f" {finding.file or ''}: {finding.fix.title}")
+            + passes_text(result) + ("; nothing written (--diff)" if preview else ""))
+        for line in [] if display.quiet else fix_lines(result, verb):
+            say(console, *line)
     else:
         say(console, (after.target, "bold"), ": nothing to fix")
-    for reason in result.refused:
-        say(console, "  ", ("not fixed", "yellow"), " ", reason)
     for err in result.errors:
         say(console, ("error:", "bold red"), " ", err)
+    if display.quiet:  # what was fixed, then what is left: a line each
+        write_text([after], console, display)
+        return
+    for reason in result.refused:
+        say(console, "  ", ("not fixed", "yellow"), " ", reason)
     unsafe = [f for f in after.findings if f.fix is not None and f.fix.applicability is Applicability.UNSAFE]
     if unsafe:
         say(console, f"  {len(unsafe)} more fix(es) available with --unsafe-fixes")

@@ -39,6 +39,11 @@ LOCAL_ROOTS = {"outputs", "output", "models", "model", "checkpoints", "checkpoin
                "workspace", "data", "tmp", "home", "mnt", "root", "kaggle", "runs", "saved_models", "ckpt"}
 WINDOWS_DRIVE = patterns.compile(r"^[A-Za-z]:[\\/]")
 CHECKPOINT_DIR = patterns.compile(r"checkpoint-\d+")
+# A bare name (no organisation) that is a training machine's folder, not one of the Hub's
+# organisation-less legacy ids (gpt2, t5-small): "model", "merged_model", "outputs/".
+LOCAL_FOLDER_NAME = patterns.compile(
+    r"(?i)^(checkpoint-\d+|(base|final|merged|lora|sft|dpo|trained|fine_?tuned|pretrained|hf|saved|best|output)"
+    r"[_-]?(model|models|adapter|output|outputs|checkpoint|dir)?|.+[_-](model|adapter|output|outputs|checkpoint|ckpt))$")
 REPO_ID = patterns.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[A-Za-z0-9][\w.\-]{0,95})?$")
 
 
@@ -258,7 +263,9 @@ def local_path(value: str) -> bool:
     parts = value.split("/")
     if len(parts) > 2 or not REPO_ID.match(value):
         return True
-    return len(parts) == 2 and (parts[0].lower() in LOCAL_ROOTS or CHECKPOINT_DIR.fullmatch(parts[1]) is not None)
+    if len(parts) == 1:
+        return parts[0].lower() in LOCAL_ROOTS or LOCAL_FOLDER_NAME.fullmatch(parts[0]) is not None
+    return parts[0].lower() in LOCAL_ROOTS or CHECKPOINT_DIR.fullmatch(parts[1]) is not None
 
 
 def quantized_copy(value: str) -> bool:
@@ -267,14 +274,28 @@ def quantized_copy(value: str) -> bool:
 
 def registry_base(value: str) -> tuple[registry.Family, registry.BaseModel] | None:
     """The registry release a base id is (or is a renamed/quantized copy of, by its name)."""
+    found = _registry_match(value)
+    return (found[0], found[1]) if found else None
+
+
+def registry_release(value: str) -> str | None:
+    """The upstream repo a base id is a renamed or quantized copy of: the pre-trained release
+    for a copy of it (unsloth/gemma-2-2b-bnb-4bit: google/gemma-2-2b), the chat release for a
+    copy of that (unsloth/gemma-2-2b-it-bnb-4bit: google/gemma-2-2b-it)."""
+    found = _registry_match(value)
+    return found[2] if found else None
+
+
+def _registry_match(value: str) -> tuple[registry.Family, registry.BaseModel, str] | None:
     name = QUANTIZED_COPY.sub("", value.rsplit("/", 1)[-1]).lower()
     for fam in registry.families():
         exact = fam.base_by_repo(value)
         if exact is not None:
-            return fam, exact
+            same = [r for r in (exact.repo, exact.base_repo) if r and r.lower() == value.lower()]
+            return fam, exact, same[0] if same else exact.repo
     for fam in registry.families():
         for base in fam.bases:
             for repo in (base.repo, base.base_repo):
                 if repo and repo.rsplit("/", 1)[-1].lower() == name:
-                    return fam, base
+                    return fam, base, repo
     return None

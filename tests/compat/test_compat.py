@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -88,12 +90,12 @@ def test_transformers5_checkpoint_is_incompatible_with_4x(smollm2_checkpoint, tm
     # metadata only: nothing blocks transformers 5, but without weights it is not said to load
     assert compat["transformers-5"]["status"] == "unknown" and "no safetensors weights" in compat["transformers-5"]["why"]
     assert compat["transformers-4"]["status"] == "fails"
-    assert "silently falls back to the default 10000" in compat["transformers-4"]["why"]
+    assert "silently falls back to llama's default 10000" in compat["transformers-4"]["why"]
     assert compat["vllm"]["status"] == "caveat" and compat["llama.cpp"]["status"] == "fails"
     found = {(f.rule, f.severity.name, f.file) for f in report.findings if f.rule == "consumer-incompatible"}
-    # TokenizersBackend breaks every 4.x load (warning); the .jinja-only template only TGI and
-    # the leaderboard, which this checkpoint does not target (info).
-    assert found == {("consumer-incompatible", "ERROR", "config.json"),
+    # rope_theta: a warning (nothing declares a 4.x consumer); TokenizersBackend breaks every 4.x load
+    # (warning); the .jinja-only template only TGI and the leaderboard, which it does not target (info).
+    assert found == {("consumer-incompatible", "WARNING", "config.json"),
                      ("consumer-incompatible", "WARNING", "tokenizer_config.json"),
                      ("consumer-incompatible", "INFO", "tokenizer_config.json")}
     messages = " ".join(f.message for f in report.findings if f.rule == "consumer-incompatible")
@@ -106,6 +108,7 @@ def test_transformers5_checkpoint_is_incompatible_with_4x(smollm2_checkpoint, tm
     assert all(e["status"] == "unknown" for e in after.sections["compat"])  # no blocker left; no weights here
     fixed = json.loads((folder / "config.json").read_text())
     assert fixed["rope_theta"] == 100000.0 and fixed["rope_parameters"] == config["rope_parameters"]
+    assert read_rope_theta_4x(config) == 10000.0 and read_rope_theta_4x(fixed) == 100000.0
 
     # transformers 5 reads the fixed checkpoint exactly as before
     from transformers import AutoConfig, AutoTokenizer
@@ -117,6 +120,90 @@ def test_transformers5_checkpoint_is_incompatible_with_4x(smollm2_checkpoint, tm
     assert now("hello world, 123")["input_ids"] == before("hello world, 123")["input_ids"]
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text())
     assert tokenizer_config["chat_template"] == (folder / "chat_template.jinja").read_text()
+
+
+def read_rope_theta_4x(config: dict) -> float:
+    """The rope_theta transformers 4.x uses for a config.json, as its code reads it (4.57.6): the
+    config class takes `rope_theta` as an __init__ argument with its own default (LlamaConfig:
+    10000.0, Lfm2Config: 1e6) and sets self.rope_theta from it; `rope_parameters` is no argument of
+    any 4.x class, so PretrainedConfig keeps it as an attribute nobody reads; the rotary embedding
+    reads config.rope_theta (modeling_rope_utils._compute_default_rope_parameters). The defaults
+    are read from the 4.57.6 wheel by make_consumers.py."""
+    return float(config.get("rope_theta", kb.rope_theta_default_4x(config["model_type"])))
+
+
+# An interpreter with transformers 4.x installed (and no torch needed): the rope fix is then read
+# by the real 4.x too. Made by hand: python -m venv /tmp/tf4 && /tmp/tf4/bin/pip install transformers==4.57.6
+TRANSFORMERS_4_PYTHON = os.environ.get("HFDOCTOR_TRANSFORMERS4_PYTHON")
+
+
+def test_the_rope_fix_is_read_alike_by_transformers_4_and_5(tmp_path):
+    """tiny-thinker as transformers 5 saved it: one safe fix adds rope_theta beside rope_parameters (one
+    line, nothing else changes); 5.x reads the same rope parameters as before, 4.x now reads 1e6
+    where it read its default 10000."""
+    folder = tmp_path / "tiny"
+    shutil.copytree(ROOT / "fixtures" / "tiny-thinker", folder)
+    before_text = (folder / "config.json").read_text()
+    before = json.loads(before_text)
+    [finding] = [f for f in check_target(str(folder)).findings if f.rule == "consumer-incompatible"]
+    assert str(finding.severity) == "warning" and finding.fix.applicability.value == "safe"
+    assert "nothing in the repository declares" in finding.severity_reason
+    result = run_cli("fix", str(folder), "--select", "consumer-incompatible")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after_text = (folder / "config.json").read_text()
+    added = [line for line in after_text.splitlines() if line not in before_text.splitlines()]
+    assert added == ['  "rope_theta": 1000000.0,'] and len(after_text.splitlines()) == len(before_text.splitlines()) + 1
+    assert after_text.index('"rope_parameters"') < after_text.index('\n  "rope_theta"') < after_text.index('"sliding_window"')
+    after = json.loads(after_text)
+    assert (read_rope_theta_4x(before), read_rope_theta_4x(after)) == (10000.0, 1000000.0)
+    from transformers import AutoConfig
+
+    assert AutoConfig.from_pretrained(folder).rope_parameters == AutoConfig.from_pretrained(
+        ROOT / "fixtures" / "tiny-thinker").rope_parameters == {"rope_theta": 1000000.0, "rope_type": "default"}
+    if TRANSFORMERS_4_PYTHON:
+        code = ("import sys; from transformers import AutoConfig; "
+                "print(*(AutoConfig.from_pretrained(p).rope_theta for p in sys.argv[1:]))")
+        proc = subprocess.run([TRANSFORMERS_4_PYTHON, "-c", code, str(ROOT / "fixtures" / "tiny-thinker"), str(folder)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.stdout.split() == ["10000.0", "1000000.0"], proc.stderr[-2000:]
+
+
+CARD = "---\nlicense: apache-2.0\n---\n"
+
+
+@pytest.mark.parametrize("files,severity", [
+    ({"README.md": CARD + "Install with `pip install transformers==4.46.3`.\n"}, "error"),
+    ({"requirements.txt": "torch\ntransformers>=4.51,<5\n"}, "error"),
+    ({"README.md": CARD + "Serve it with text-generation-inference.\n"}, "error"),
+    # Qwen3's card: "With transformers<4.51.0, you will encounter ... KeyError": no pin of 4.x
+    ({"README.md": CARD + "With transformers<4.51.0, you will encounter an error.\n"}, "warning"),
+    ({"README.md": CARD + "Requires transformers>=5.0.\n"}, "warning"),
+    # a configuration file's engines replace what the repository shows
+    ({".hfdoctor.toml": 'engines = ["transformers-5", "transformers-4"]\n'}, "error"),
+    ({".hfdoctor.toml": 'engines = ["transformers-5", "vllm"]\n',
+      "README.md": CARD + "Install with `pip install transformers==4.46.3`.\n"}, "warning"),
+])
+def test_rope_theta_is_an_error_only_where_a_4x_consumer_is_declared(tmp_path, files, severity):
+    folder = tmp_path / "tiny"
+    shutil.copytree(ROOT / "fixtures" / "tiny-thinker", folder)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    report = json.loads(run_cli("check", str(folder), "--format", "json").stdout)
+    [finding] = [f for f in report["findings"] if f["rule"] == "consumer-incompatible" and "rope_theta" in f["message"]]
+    assert finding["severity"] == severity, finding["severity_reason"]
+
+
+def test_the_project_fixtures_pass_their_own_check(tmp_path):
+    """tiny-thinker and tiny-nothinker as they are, and the seed incident once fixed: exit 0."""
+    for name in ("tiny-thinker", "tiny-nothinker"):
+        result = run_cli("check", str(ROOT / "fixtures" / name))
+        assert result.returncode == 0, result.stdout
+    seed = tmp_path / "seed"
+    shutil.copytree(ROOT / "fixtures" / "seed-incident", seed)
+    assert run_cli("check", str(seed)).returncode == 1
+    assert run_cli("fix", str(seed)).returncode == 0
+    result = run_cli("check", str(seed))
+    assert result.returncode == 0, result.stdout
 
 
 def test_smollm3_is_not_portable_to_minijinja_and_qwen3_is():

@@ -46,6 +46,7 @@ def materialise_one(slug: str, dest: Path) -> Path:
     out = dest / slug
     out.mkdir(parents=True, exist_ok=True)
     for name, entry in folder_info(slug)["files"].items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)  # a Modelfile's ADAPTER folder below it
         (out / name).write_bytes(blob_bytes(entry["sha256"]))
     return out
 

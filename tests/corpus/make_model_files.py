@@ -238,9 +238,20 @@ def keras_zip(config: dict) -> bytes:
                    "model.weights.h5": b"\x89HDF\r\n\x1a\n" + bytes(64)})
 
 
-def keras_h5(config: dict) -> bytes:
-    """An HDF5 file as h5py writes Keras's model: the `model_config` attribute holds the JSON."""
-    return b"\x89HDF\r\n\x1a\n" + bytes(88) + b"model_config\x00" + json.dumps(config).encode() + b"\x00" + bytes(64)
+def keras_h5(config: dict, **dumps) -> bytes:
+    """An HDF5 file as Keras 2 writes a whole model (with h5py): the root group's attributes
+    `model_config` (the JSON) and `keras_version`, and a weights group."""
+    import tempfile
+
+    import h5py
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.h5"
+        with h5py.File(path, "w") as f:
+            f.attrs["keras_version"] = "2.15.0"
+            f.attrs["model_config"] = json.dumps(config, **dumps)
+            f.create_group("model_weights").create_dataset("dense/kernel:0", data=[[0.5, 1.5]])
+        return path.read_bytes()
 
 
 # --- the samples --------------------------------------------------------------------------------------
@@ -567,6 +578,171 @@ def benign_samples() -> list[Sample]:
     return found
 
 
+# --- issue 40: what the loaders read that the scan did not --------------------------------------------
+#
+# Each builder takes the payload pickle (protocol 2, text GLOBAL), so the tests can load the same
+# bytes with the real loader and a harmless payload (tests/modelfiles/test_real_loaders.py).
+
+
+def nul_after_int(payload: bytes) -> bytes:
+    """`I1\\x00junk\\n`: _pickle.c's strtol stops at the NUL and takes 1; then the payload, no PROTO."""
+    return b"I1\x00junk\n0" + payload.removeprefix(b"\x80\x02")
+
+
+def _tar_header(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    return info.tobuf(tarfile.USTAR_FORMAT)
+
+
+def _tar_padded(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def tar_pax_unicode_size(payload: bytes) -> bytes:
+    """A legacy torch tar whose first member's pax `size` is `²`: str.isdigit takes it, int()
+    does not, and tarfile then reads the size as 0, so that member's "data" is read as the
+    next headers: `storages` (the payload, which torch unpickles first), `tensors`, `pickle`."""
+    record = "size=²\n".encode()
+    record = f"{len(record) + 3} ".encode() + record
+    inner = b""
+    for name, data in (("storages", payload), ("tensors", pickle.dumps(0, protocol=2)),
+                       ("pickle", pickle.dumps({}, protocol=2))):
+        inner += _tar_header(name, len(data)) + _tar_padded(data)
+    return (_tar_header("././@PaxHeader", len(record), tarfile.XHDTYPE) + _tar_padded(record)
+            + _tar_header("decoy", len(inner)) + inner + bytes(1024))
+
+
+def npz_zip64_offset(payload: bytes) -> bytes:
+    """An .npz whose first central-directory entry has a zip64 offset of 2**63; the second,
+    b.npy, an object array, is read by np.load(allow_pickle=True) as usual."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("a.npy", npy({"descr": "<i8", "fortran_order": False, "shape": (1,)}, bytes(8)))
+        archive.writestr("b.npy", npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, payload))
+    data = bytearray(buffer.getvalue())
+    central = data.find(b"PK\x01\x02")
+    (name_length,) = struct.unpack("<H", data[central + 28:central + 30])
+    extra = struct.pack("<HHQ", 1, 8, 2**63)  # zip64 extended information: the local header's offset
+    data[central + 42:central + 46] = struct.pack("<I", 0xFFFFFFFF)
+    data[central + 30:central + 32] = struct.pack("<H", len(extra))
+    data[central + 46 + name_length:central + 46 + name_length] = extra
+    end = data.rfind(b"PK\x05\x06")
+    (central_size,) = struct.unpack("<I", data[end + 12:end + 16])
+    data[end + 12:end + 16] = struct.pack("<I", central_size + len(extra))
+    return bytes(data)
+
+
+def seven_zip_refused_chain(payload: bytes) -> bytes:
+    """Folder 0: four x86 BCJ filters and LZMA1 (liblzma takes at most four filters in all);
+    folder 1: stored (copy), holding data.pkl, the payload, which py7zr extracts."""
+    number = _number7z
+    junk = lzma.compress(b"x" * 10, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1}])
+    props = lzma._encode_filter_properties({"id": lzma.FILTER_LZMA1})
+    bcj = b"\x04\x03\x03\x01\x03"  # a simple coder with a 4-byte id: x86 BCJ
+    lzma1 = b"\x23\x03\x01\x01" + number(len(props)) + props
+    chain = number(5) + bcj * 4 + lzma1 + b"".join(number(i) + number(i + 1) for i in range(4))
+    header = (b"\x01\x04" + b"\x06" + number(0) + number(2) + b"\x09" + number(len(junk)) + number(len(payload))
+              + b"\x00" + b"\x07\x0b" + number(2) + b"\x00" + chain + b"\x01\x01\x00" + b"\x0c"
+              + number(10) * 5 + number(len(payload)) + b"\x00" + b"\x08\x00" + b"\x00")
+    names = "a.bin\0data.pkl\0".encode("utf-16-le")
+    header += b"\x05" + number(2) + b"\x11" + number(len(names) + 1) + b"\x00" + names + b"\x00" + b"\x00"
+    packed = junk + payload
+    start = struct.pack("<QQI", len(packed), len(header), zlib.crc32(header))
+    return b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start + packed + header
+
+
+def npy_object_by_name(payload: bytes) -> bytes:
+    """An .npy whose descr is `object` (numpy's name for 'O'): np.load(allow_pickle=True) unpickles the rest."""
+    return npy({"descr": "object", "fortran_order": False, "shape": (1,)}, payload)
+
+
+def npy_python2_header(payload: bytes) -> bytes:
+    """An object .npy whose header writes its shape as Python 2 did, `(1L,)`: numpy drops the L."""
+    text = b"{'descr': '|O', 'fortran_order': False, 'shape': (1L,), }"
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + payload
+
+
+def npy_huge_header(payload: bytes) -> bytes:
+    """An object .npy (format 2.0) whose header is 100 KB of spaces: np.load(allow_pickle=True)
+    reads any length (its 10,000-byte limit applies only without allow_pickle)."""
+    text = b"{'descr': '|O', 'fortran_order': False, 'shape': (1,), }" + b" " * 100_000 + b"\n"
+    return b"\x93NUMPY\x02\x00" + struct.pack("<I", len(text)) + text + payload
+
+
+def frame_past_stop(payload: bytes) -> bytes:
+    """A first pickle whose FRAME runs past its STOP, over a BINBYTES8 header that, read from
+    the STOP on, swallows the payload (no PROTO: nothing to spot) as data. pickle.load of a
+    stream without peek reads the frame whole, so its second load starts on the payload."""
+    body = payload.removeprefix(b"\x80\x02")
+    hidden = b"\x8e" + struct.pack("<Q", len(body))
+    first = b"K\x01."
+    return b"\x80\x04\x95" + struct.pack("<Q", len(first) + len(hidden)) + first + hidden + body + b"."
+
+
+def class_name_last(value):
+    """The same Keras config with every object's "class_name" written after its other keys."""
+    if isinstance(value, dict):
+        return {**{k: class_name_last(v) for k, v in value.items() if k != "class_name"},
+                **({"class_name": value["class_name"]} if "class_name" in value else {})}
+    return [class_name_last(v) for v in value] if isinstance(value, list) else value
+
+
+def issue40_samples() -> list[Sample]:
+    payload = call("posix", "system", COMMAND, protocol=2)
+    lambda_config = keras_config([DENSE_LAYER, LAMBDA_LAYER])
+    node_twice = field(1, b"bad") + field(2, b"Const") + field(2, b"PyFunc")
+    outside = field(13, field(1, b"location") + field(2, b"../../etc/passwd")) + field(14, 1)
+    sparse_graph = field(2, b"g") + field(15, field(1, field(1, 4) + field(2, 1) + field(8, b"v") + outside))
+    unsafe, unproven = ("unsafe-pickle", "error"), ("pickle-not-proven-safe", "error")
+    model_file = ("unsafe-model-file", "error")
+    return [
+        Sample("nul-after-int", "model.pkl", nul_after_int(payload), "malicious", unsafe,
+               "INT `1\\x00junk`: strtol stops at the NUL", "issue 40: _pickle.c load_int"),
+        Sample("torch-zip-nul-int", "pytorch_model.bin", torch_zip(nul_after_int(payload)), "malicious", unsafe,
+               "the NUL trick in a torch zip's data.pkl, no PROTO", "issue 40: a data.pkl called not a pickle"),
+        Sample("tar-pax-unicode-size", "model.pth", tar_pax_unicode_size(payload), "malicious", unsafe,
+               "a pax size of `²`: tarfile reads 0 and the payload member follows",
+               "issue 40: tarfile _apply_pax_info (int() or 0)"),
+        Sample("npz-zip64-offset", "arrays.npz", npz_zip64_offset(payload), "malicious", unsafe,
+               "a first zip entry at a zip64 offset of 2**63", "issue 40: np.load(allow_pickle=True) reads b.npy"),
+        Sample("7z-refused-filter-chain", "model.7z", seven_zip_refused_chain(payload), "malicious", unsafe,
+               "a folder liblzma refuses (4 BCJ + LZMA1) before the payload's folder", "issue 40: py7zr extracts it"),
+        Sample("npy-object-by-name", "array.npy", npy_object_by_name(payload), "malicious", unsafe,
+               "descr `object`, numpy's name for 'O'", "issue 40: numpy.lib.format.descr_to_dtype"),
+        Sample("npy-python2-header", "array.npy", npy_python2_header(payload), "malicious", unsafe,
+               "an object .npy whose header has Python 2 longs", "issue 40: numpy.lib.format._filter_header"),
+        Sample("npy-huge-header", "array.npy", npy_huge_header(payload), "malicious", unproven,
+               "a 100 KB header, which np.load(allow_pickle=True) reads", "issue 40: numpy max_header_size"),
+        Sample("frame-past-stop", "model.pkl", frame_past_stop(payload), "malicious", unproven,
+               "a FRAME past its STOP hides the next pickle", f"{MODELAUDIT} (FRAME crosses the STOP opcode)"),
+        Sample("keras-h5-keys-reordered", "model.h5", keras_h5(class_name_last(lambda_config)), "malicious", model_file,
+               "a Lambda layer in an h5 model_config whose class_name keys come last",
+               f"{MODELAUDIT} tests/scanners/test_keras_h5_scanner.py"),
+        Sample("keras-h5-indented", "model.h5", keras_h5(lambda_config, indent=2), "malicious", model_file,
+               "a Lambda layer in an indented h5 model_config", f"{MODELAUDIT} tests/scanners/test_keras_h5_scanner.py"),
+        Sample("savedmodel-op-named-twice", "saved_model.pb", field(1, 1) + field(2, field(2, field(1, node_twice))),
+               "malicious", model_file, "a NodeDef naming its op twice (the last, PyFunc, wins)",
+               f"{MODELAUDIT} tests/scanners/test_tf_savedmodel_scanner.py"),
+        Sample("frozen-graph-pyfunc", "frozen_graph.pb", field(1, field(1, b"f") + field(2, b"EagerPyFunc")), "malicious",
+               model_file, "a PyFunc op in a frozen GraphDef", f"{MODELAUDIT} tests/scanners/test_tf_savedmodel_scanner.py"),
+        Sample("onnx-sparse-external-traversal", "model.onnx", field(1, 8) + field(7, sparse_graph), "malicious",
+               model_file, "a sparse initializer's external data outside the model",
+               f"{MODELAUDIT} tests/scanners/test_onnx_scanner.py"),
+        Sample("undecodable-global-name", "not_a_pickle.bin", b"cmod\n\xf8\n", "benign", None,
+               "a GLOBAL name that is not UTF-8: both unpicklers stop before any import",
+               f"{PICKLESCAN} tests/data/not_a_pickle.bin"),
+        Sample("tar-of-text-files", "bundle.tar", tar_of({"config.json": b'{\n  "a": 1\n}\n', "card.md": b"# x\ny\n"}),
+               "benign", None, "a tar whose first member's name read as a pickle is a GLOBAL (`c`) with NULs",
+               "issue 40: the front of a tar is scanned as a pickle (torch.load's fallback)"),
+        Sample("keras-h5-dense-indented", "model.h5", keras_h5(keras_config([DENSE_LAYER]), indent=2), "benign", None,
+               "an indented h5 model_config without Lambda", f"{MODELAUDIT} tests/assets/samples/keras/safe_model.h5"),
+        Sample("frozen-graph-plain", "frozen_graph.pb", field(1, field(1, b"m") + field(2, b"MatMul")), "benign", None,
+               "a frozen GraphDef without PyFunc", f"{MODELAUDIT} tests/scanners/test_tf_savedmodel_scanner.py"),
+    ]
+
+
 # --- hostile containers (issue 31): repositories built on disk, sparse where they are large ------------------
 #
 # Each builder writes one repository into an empty folder and returns what hfdoctor must say
@@ -837,16 +1013,72 @@ def hostile_legacy_hex_magic(folder: Path) -> tuple[str, str] | None:
     return ("unsafe-pickle", "error")
 
 
+def hostile_7z_empty_folders(folder: Path) -> tuple[str, str] | None:
+    """Round 2's leftover (113 s): a 7z whose LZMA-encoded header (2 MB, 440 bytes packed)
+    holds 200 "additional streams" of 10,000 empty folders each, 2 million in all, every
+    count within the bound of one, behind a payload pickle no file names."""
+    payload = reduce_pickle(eval, ("1+1",), 4)
+    number = _number7z
+    streams = b"\x03" + b"\x07\x0b" + number(10_000) + b"\x00" + bytes(10_000) + b"\x0c" + b"\x00" + b"\x00"
+    header = b"\x01" + streams * 200 + b"\x00"
+    packed = lzma.compress(header, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1}])
+    props = lzma._encode_filter_properties({"id": lzma.FILTER_LZMA1})
+    encoded = (b"\x17" + b"\x06" + number(len(payload)) + number(1) + b"\x09" + number(len(packed)) + b"\x00"
+               + b"\x07\x0b" + number(1) + b"\x00" + number(1) + b"\x23\x03\x01\x01" + number(len(props)) + props
+               + b"\x0c" + number(len(header)) + b"\x00" + b"\x00")
+    body = payload + packed
+    start = struct.pack("<QQI", len(body), len(encoded), zlib.crc32(encoded))
+    (folder / "model.7z").write_bytes(b"7z\xbc\xaf\x27\x1c\x00\x04" + struct.pack("<I", zlib.crc32(start)) + start
+                                      + body + encoded)
+    return ("pickle-not-proven-safe", "error")
+
+
+def hostile_nested_embedded(folder: Path) -> tuple[str, str] | None:
+    """Round 2's leftover (110 s): pickles stored as data in pickles, 16 to a level, 4 levels,
+    each leaf running 100,000 opcodes: every embedded pickle used to get a fresh budget."""
+    leaf = b"\x80\x02" + b"N0" * 100_000 + reduce_pickle(eval, ("1+1",), 2)[2:]
+
+    def holding(blobs: list[bytes]) -> bytes:
+        return b"\x80\x04(" + b"".join(b"\x8e" + struct.pack("<Q", len(b)) + b for b in blobs) + b"l."
+
+    level = leaf
+    for _ in range(3):
+        level = holding([level + bytes(i) for i in range(4)])  # NUL padding: four distinct pickles
+    (folder / "model.pkl").write_bytes(holding([level, level + b"\x00"]))
+    return None  # SEC005 (a warning): the bounds are what this case is about
+
+
+def hostile_gzip_central_directory(folder: Path) -> tuple[str, str] | None:
+    """Round 2's leftover (2 GB): a gzip of a zip whose central directory lists 4 million
+    entries (190 MB, 200 KB gzipped): zipfile builds an object for each before any count."""
+    name = b"a.pkl"
+    payload = reduce_pickle(eval, ("1+1",), 4)
+    local = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, 0, 0, 0, zlib.crc32(payload), len(payload),
+                        len(payload), len(name), 0) + name + payload
+    entry = struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, zlib.crc32(payload), len(payload),
+                        len(payload), len(name), 0, 0, 0, 0, 0, 0) + name
+    n = 4_000_000
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, len(entry) * n, len(local), 0)
+    stream = zlib.compressobj(9, zlib.DEFLATED, 31)
+    parts = [stream.compress(local)]
+    chunk = entry * 100_000
+    for _ in range(n // 100_000):
+        parts.append(stream.compress(chunk))
+    parts.append(stream.compress(end) + stream.flush())
+    (folder / "model.pt.gz").write_bytes(b"".join(parts))
+    return ("pickle-not-proven-safe", "error")
+
+
 HOSTILE = {f.__name__[len("hostile_"):]: f for f in (
     hostile_gguf_hard_links, hostile_gguf_copies, hostile_gguf_huge_arrays, hostile_gguf_template_only, hostile_7z_digest_counts,
     hostile_7z_many_folders, hostile_7z_corrupt, hostile_nested_loaders, hostile_zip_bz2_member,
     hostile_gzip_wrapped_zip, hostile_tar_pax_redos, hostile_tar_budget, hostile_int_base_zero,
-    hostile_legacy_hex_magic)}
+    hostile_legacy_hex_magic, hostile_7z_empty_folders, hostile_nested_embedded, hostile_gzip_central_directory)}
 
 
 def samples() -> list[Sample]:
     return (malicious_pickles() + container_samples() + format_samples() + joblib_samples() + embedded_samples()
-            + benign_samples())
+            + benign_samples() + issue40_samples())
 
 
 def write(out: Path) -> list[Sample]:

@@ -34,6 +34,7 @@ from hfdoctor.lint.edits.template_edits import missing_template_fix
 from hfdoctor.fix import run_fix
 from hfdoctor.fix.plan import plan_fixes
 from hfdoctor.fix.write import UnsafeWrite, writable_path, write_changes
+from hfdoctor.report.text import Display
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge import upstream as upstream_mod
 from hfdoctor.knowledge.upstream import Upstream, canonical_template
@@ -83,7 +84,8 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
 def fix_in_process(target: Path, *, diff=False, unsafe=False, select=(), fmt="text", upstream=OFFLINE_UPSTREAM):
     out = io.StringIO()
     code = run_fix(str(target), diff=diff, unsafe_fixes=unsafe, select=list(select), ignore=[], upstream=upstream,
-                   fail_on=Severity.ERROR, output_format=fmt, console=Console(file=out, width=300, highlight=False))
+                   fail_on=Severity.ERROR, output_format=fmt, console=Console(file=out, width=300, highlight=False),
+                   display=Display(verbose=True))  # whole messages: the tests read them
     return code, out.getvalue()
 
 
@@ -547,10 +549,10 @@ def test_a_file_changed_since_planning_is_not_overwritten(replica):
     assert (replica / "README.md").read_text() == "edited meanwhile\n"
 
 
-def test_a_finding_only_a_fix_reveals_is_named_and_fixed_by_the_next_run(tmp_path):
+def test_what_a_fix_reveals_is_fixed_in_the_next_pass_of_the_same_run(tmp_path):
     """check shows TPL001 and CARD001 as fixable; the eos problem (TOK004) exists only once a
-    template does. fix fixes exactly what check showed, names TOK004 as revealed (exit 1: an
-    error is left), check then shows it as fixable, and the next fix fixes it."""
+    template does. One run fixes the first two in pass 1 and TOK004 in pass 2, saying which pass
+    revealed it; --diff shows that whole result; a second run finds nothing to fix."""
     repo = make_seed_replica(tmp_path / "r")
     gen = repo / "generation_config.json"
     data = gen.read_bytes()
@@ -561,24 +563,27 @@ def test_a_finding_only_a_fix_reveals_is_named_and_fixed_by_the_next_run(tmp_pat
     assert shown == {"TPL001", "CARD001"}
 
     preview = run_cli("fix", str(repo), "--diff")
-    assert preview.returncode == 1
-    assert preview.stderr.splitlines()[-1].startswith("would be left at or above error: TOK004 eos-not-end-of-turn")
-    assert "revealed by these fixes" in preview.stderr
+    assert preview.returncode == 0, preview.stderr
+    assert "+++ b/generation_config.json" in preview.stdout and "(2 passes)" in preview.stderr
+    assert "would fix TOK004 eos-not-end-of-turn generation_config.json" in preview.stderr
 
-    code, out = fix_in_process(repo)
-    fixed = {line.split()[1] for line in out.splitlines() if line.startswith("  fixed")}
-    assert fixed == shown, out
-    assert code == 1 and "revealed by these fixes" in out and "TOK004" in out
-    report, _ = check_json(repo)
-    assert [f["code"] for f in report["findings"] if f["fix"]] == ["TOK004"]
     code, out = fix_in_process(repo)
     assert code == 0, out
+    lines = out.splitlines()
+    assert lines.index("  pass 1:") < lines.index("  pass 2:")
+    fixed = {line.split()[1]: i for i, line in enumerate(lines) if line.startswith("  fixed")}
+    assert set(fixed) == shown | {"TOK004"} and fixed["TOK004"] > lines.index("  pass 2:"), out
+    assert "(revealed by pass 1)" in lines[fixed["TOK004"]]
     assert json.loads(gen.read_bytes())["eos_token_id"] == [151643, 151645]
+    before = snapshot(repo)
+    code, out = fix_in_process(repo)
+    assert code == 0 and "nothing to fix" in out
+    assert snapshot(repo) == before
 
 
-def test_fix_fixes_what_check_shows_on_gemma(copy_upstream):
-    """gemma-2b-it: check shows one fixable finding (TOK004); fixing it makes config.json's
-    eos disagree with generation_config.json (CFG004, info), which fix names, not fixes."""
+def test_fix_fixes_what_check_shows_on_gemma_and_what_that_reveals(copy_upstream):
+    """gemma-2b-it: check shows one fixable finding (TOK004); fixing it makes config.json's eos
+    disagree with generation_config.json (CFG004, info), which the second pass fixes."""
     repo = copy_upstream("google--gemma-2b-it")
     for path in repo.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -586,9 +591,12 @@ def test_fix_fixes_what_check_shows_on_gemma(copy_upstream):
     shown = [f["code"] for f in report["findings"] if f["fix"] and f["fix"]["applicability"] == "safe"]
     assert shown == ["TOK004"]
     out = json.loads(run_cli("fix", str(repo), "--format", "json").stdout)
-    assert [f["code"] for f in out["fixes"]["applied"]] == shown
-    assert [f["code"] for f in out["fixes"]["revealed"]] == ["CFG004"]
-    assert json.loads((repo / "config.json").read_text())["eos_token_id"] == 1  # not touched
+    assert [(f["code"], f["pass"]) for f in out["fixes"]["applied"]] == [("TOK004", 1), ("CFG004", 2)]
+    assert out["fixes"]["passes"] == 2 and [f["code"] for f in out["fixes"]["revealed"]] == ["CFG004"]
+    assert out["fixes"]["unfinished"] == []
+    config, generation = (json.loads((repo / name).read_text()) for name in ("config.json", "generation_config.json"))
+    assert config["eos_token_id"] == generation["eos_token_id"] == [1, 107]
+    assert not [f for f in out["findings"] if f["fix"]]
 
 
 def test_template_fix_diff_shows_the_template_as_text(copy_upstream, tmp_path):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 
 import pytest
 
-from conftest import UPSTREAM
+from conftest import ROOT, UPSTREAM
 from hfdoctor import lineage
 from hfdoctor.knowledge import registry
 from hfdoctor.repo import ModelRepo
@@ -168,11 +169,33 @@ def test_recorded_sampling_is_upstreams_generation_config(pair):
 
 
 @pytest.mark.parametrize("fam", [f for f in registry.families() if f.upstream_pad_token], ids=lambda f: f.key)
-def test_recorded_upstream_pad_token_is_upstreams(fam):
-    """pad-token-is-eos calls a pad token the family's design only as upstream's own tokenizer sets it."""
+def test_recorded_upstream_pad_token_is_upstreams(fam, tmp_path):
+    """pad-token-is-eos calls a pad token the family's design only as upstream's own tokenizer sets it (read
+    from ../shared/upstream, or from the community copy the registry names when that folder is not there)."""
     token, repo_id = fam.upstream_pad_token
-    config = json.loads((UPSTREAM / repo_id.replace("/", "--") / "tokenizer_config.json").read_text())
+    folder = UPSTREAM / repo_id.replace("/", "--")
+    if not folder.is_dir():
+        raw = next(f for f in json.loads(registry.data_file("families.json").read_text())["families"] if f["key"] == fam.key)
+        sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+        import community_load
+
+        folder = community_load.materialise_one(raw["upstream_pad_token"]["copy"]["community"], tmp_path)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
     pad = config["pad_token"]
     assert (pad["content"] if isinstance(pad, dict) else pad) == token
     assert token in fam.end_of_turn or token == (config["eos_token"]["content"] if isinstance(config["eos_token"], dict)
                                                  else config["eos_token"])
+
+
+@pytest.mark.parametrize("fam", [f for f in registry.families() if f.pretrained_stop], ids=lambda f: f.key)
+def test_recorded_pretrained_stop_is_the_base_releases(fam):
+    """What an adapter of a pre-trained release stops on is what those releases' own config.json says."""
+    seen = 0
+    for base in fam.bases:
+        folder = UPSTREAM / (base.base_repo or "").replace("/", "--")
+        if not base.base_repo or not (folder / "config.json").is_file():
+            continue
+        eos = json.loads((folder / "config.json").read_text())["eos_token_id"]
+        assert sorted(eos if isinstance(eos, list) else [eos]) == sorted(fam.pretrained_stop.values()), base.base_repo
+        seen += 1
+    assert seen, "no pre-trained release of the family in ../shared/upstream"

@@ -299,3 +299,22 @@ def test_a_base_model_adapter_is_no_chat_model(community):
     repo = ModelRepo(community("KZ-Shi__LLaMA-E"))
     assert lineage.chat_evidence(repo, lineage.detect(repo).family_ref) == []
     assert not by_rule(check_json(community("KZ-Shi__LLaMA-E"))[0], "missing-chat-template")
+
+
+@pytest.mark.parametrize("slug, family", [
+    ("YouriLalain__2PRYMMAL-Yi1.5-6B-SLERP", "yi"),  # Yi-1.5-6B's tokenizer.json, copied by a merge of it
+    ("2001wjh__SeaSageAI_InternLM2_5__model_Seasage_InternLM2-7b", "internlm2"),  # InternLM2's added tokens
+])
+def test_registry_fingerprints_from_public_copies(tmp_path, slug, family):
+    """The families whose tokenizers llama.cpp's snapshot lacks are told by fingerprints taken from public
+    copies (families.json's _source names each): the community folder the fingerprint was read from is that
+    family, for certain, and a Yi-1.5 merge's eos finding still names the right ids."""
+    import sys
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    import community_load
+
+    folder = community_load.materialise_one(slug, tmp_path)
+    found = lineage.detect(ModelRepo(folder))
+    assert (found.family, found.certain) == (family, True), found

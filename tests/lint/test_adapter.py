@@ -250,3 +250,27 @@ def test_added_tokens_beyond_the_base_embedding_without_saved_embeddings(adapter
     saved = copy_adapter(tmp_path / "with-embeddings", tmp_path / "b")
     tokenizer.save_pretrained(saved)
     assert adp001(saved) == []
+
+
+def test_added_tokens_beyond_gemma2_rows_known_from_the_registry(tmp_path):
+    """A published LoRA of google/gemma-2-2b-it (hwsonnn/mlb-gemma-llm, community corpus) adds <|im_start|> and
+    <|im_end|> at ids 256000+ and saves no embeddings. Without the base's files, the registry knows every
+    Gemma 2 release has 256,000 embedding rows: an error. Not reported when the embeddings are saved."""
+    import sys
+
+    sys.path.insert(0, str(TESTS / "corpus"))
+    import community_load
+    from weights_util import write_sparse_safetensors
+
+    folder = community_load.materialise_one("hwsonnn__mlb-gemma-llm__lora_adapter", tmp_path)
+    lora = {f"base_model.model.model.layers.{i}.self_attn.q_proj.lora_{ab}.weight": shape
+            for i in range(26) for ab, shape in (("A", (8, 2304)), ("B", (2048, 8)))}
+    write_sparse_safetensors(folder / "adapter_model.safetensors", lora)
+    offline = Upstream((), use_cache=False, use_hub=False)
+    found = [f for f in rules_alone(folder, ["ADP001"], offline) if "embedding rows" in f.message]
+    assert [str(f.severity) for f in found] == ["error"], found
+    assert "256,000 embedding rows of its base google/gemma-2-2b-it (hfdoctor's registry" in found[0].message
+    assert "'<|im_start|>'" in found[0].message
+    write_sparse_safetensors(folder / "adapter_model.safetensors",
+                             {**lora, "base_model.model.model.embed_tokens.weight": (256004, 2304)})
+    assert [f for f in rules_alone(folder, ["ADP001"], offline) if "embedding rows" in f.message] == []

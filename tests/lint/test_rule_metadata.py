@@ -123,7 +123,9 @@ def test_rules_lists_print_the_fix_availability():
     assert len(rows) == len(ALL_RULES)
     listed = {r["code"]: r["fix"] for r in json.loads(run_cli("rules", "--format", "json").stdout)}
     assert listed == {r.code: str(r.fix) for r in ALL_RULES}
-    text = {line.split()[0]: line.split()[3] for line in run_cli("rules").stdout.splitlines()}
+    header, *lines = run_cli("rules").stdout.splitlines()
+    assert header.split()[:4] == ["code", "name", "severity", "fix"]
+    text = {line.split()[0]: line.split()[3] for line in lines}
     assert text == listed
 
 

@@ -261,12 +261,20 @@ def test_protocol_2_builtins_are_safe(tmp_path):
 
 def test_not_a_pickle_and_hostile_lengths(tmp_path):
     (tmp_path / "random.bin").write_bytes(bytes(range(7, 200)) * 10)
-    # BINBYTES8 claiming 2**62 bytes: must be bounded, not allocated or read.
-    (tmp_path / "huge.pkl").write_bytes(b"\x80\x04\x8e" + struct.pack("<Q", 2**62) + b"xx")
+    # BINBYTES8 claiming 2**62 bytes of a 13-byte file: the unpickler refuses it (truncated),
+    # and nothing is allocated or read.
+    (tmp_path / "short.pkl").write_bytes(b"\x80\x04\x8e" + struct.pack("<Q", 2**62) + b"xx")
+    # The same claim of 96 MB that the file holds (a hole): the loader reads on past what
+    # hfdoctor reads, so the file is not proven safe.
+    with open(tmp_path / "huge.pkl", "wb") as f:
+        f.write(b"\x80\x04\x8e" + struct.pack("<Q", 96 * 2**20))
+        f.truncate(96 * 2**20 + 11)
     found, internal = run_rules(ModelRepo(tmp_path, upstream=OFFLINE), SECURITY_RULES)
     assert not internal
     by_file = {f.file: f for f in found}
     assert (by_file["random.bin"].code, str(by_file["random.bin"].severity)) == ("SEC008", "info")
+    assert (by_file["short.pkl"].code, str(by_file["short.pkl"].severity)) == ("SEC007", "warning")
+    assert "truncated" in by_file["short.pkl"].message
     assert (by_file["huge.pkl"].code, str(by_file["huge.pkl"].severity)) == ("SEC006", "error")
     assert "not proven safe" in by_file["huge.pkl"].message
 

@@ -2,8 +2,10 @@
 
 tiny-thinker thinks, closes its thinking and stops on <|im_end|>: every check passes.
 tiny-nothinker has the same template but weights that never learned <think> (seed 000 part
-b): think-on fails. Broken copies in tmp dirs cover the refusals (git-lfs pointers, weights
-larger than memory, weights that do not match config.json) and the other failure paths.
+b): think-on fails. tiny-long-thinker reasons for 372 tokens, as real reasoning models do:
+conclusive at the default budget, inconclusive (naming the budget to rerun with) at 96.
+Broken copies in tmp dirs cover the refusals (git-lfs pointers, weights larger than memory,
+weights that do not match config.json) and the other failure paths.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from hfdoctor.knowledge.registry import family  # noqa: E402
 
 THINKER = ROOT / "fixtures" / "tiny-thinker"
 NOTHINKER = ROOT / "fixtures" / "tiny-nothinker"
+LONG_THINKER = ROOT / "fixtures" / "tiny-long-thinker"
 CHECK_NAMES = ["think-on", "think-off", "stops-at-eos", "deterministic", "batch-invariance"]
 
 
@@ -76,6 +79,17 @@ def test_thinker_passes_every_check():
     assert think_on["snippet"].endswith("<|im_end|>")
     assert report["checks"][1]["snippet"] == "The answer is 5.<|im_end|>"
     assert all(isinstance(c["tokens"], int) and c["seconds"] >= 0 for c in report["checks"])
+    # How it ran: the default budget for 481 KiB of weights on a CPU, the static cache, deterministic kernels,
+    # two calls (a batch of five requests, then the first alone), each as long as its longest reply
+    assert report["max_new_tokens"] == 1024 and report["budget"].startswith("default on a CPU for 481.5 KiB")
+    runtime = report["runtime"]
+    assert runtime["cache"] == "static" and runtime["cuda_graphs"] is False and runtime["deterministic_algorithms"]
+    assert runtime["not_faster"] == ["CUDA graphs need a CUDA device"] and runtime["device_map"] == "cpu"
+    assert runtime["weights_dtype"] == "float32" and report["dtype"] == "float32"
+    assert [(c["rows"], c["steps"]) for c in report["generation"]] == [(5, 21), (1, 21)]
+    memory = report["memory"]
+    assert memory["peak_gpu_bytes"] is None
+    assert 0 < memory["peak_host_anon_bytes"] <= memory["peak_host_rss_bytes"]
 
 
 def test_nothinker_fails_think_on():
@@ -89,6 +103,30 @@ def test_nothinker_fails_think_on():
         assert "PASS" in next(line for line in lines if name in line)
     assert "reply (7 tokens" in proc.stdout and "The answer is 5.<|im_end|>" in proc.stdout
     assert "4 passed, 1 failed" in proc.stdout
+
+
+def test_long_thinker_is_conclusive_at_the_default_budget():
+    """tiny-long-thinker reasons for 372 tokens before answering, as real reasoning models do: with no
+    --max-new-tokens, the CPU default for 674 KiB of weights (1,024 tokens) lets it close its block."""
+    proc = run_cli("probe", str(LONG_THINKER), "--device", "cpu", "--format", "json", "--threads", "1")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert verdicts(report) == dict.fromkeys(CHECK_NAMES, True)
+    assert report["max_new_tokens"] == 1024 and report["budget"].startswith("default on a CPU")
+    think_on = report["checks"][0]
+    assert think_on["tokens"] == 372 and think_on["snippet"].startswith("<think>\nCheck 01: 2 plus 3 makes 5.\n")
+    assert think_on["snippet"].endswith("Check 20: 2 plus 3 makes 5.\n</think>\n\nThe answer is 5.<|im_end|>")
+    assert [(c["rows"], c["steps"]) for c in report["generation"]] == [(5, 372), (1, 372)]
+
+
+def test_long_thinker_at_96_tokens_names_the_budget_to_rerun_with(capsys):
+    code, report, _ = probe_json(LONG_THINKER, capsys, max_new_tokens=96, threads=1)
+    checks_ = {c["name"]: c for c in report["checks"]}
+    assert checks_["think-on"]["status"] == "inconclusive"
+    assert "still open after the 96-token budget: rerun with --max-new-tokens 1024" in checks_["think-on"]["detail"]
+    assert checks_["stops-at-eos"]["status"] == "inconclusive"
+    assert "rerun with --max-new-tokens 1024" in checks_["stops-at-eos"]["detail"]
+    assert checks_["think-off"]["status"] == "passed" and report["budget"] == "--max-new-tokens" and code == 0
 
 
 # --- refusals: exit 2, a clear message, nothing loaded -----------------------------------
@@ -178,12 +216,12 @@ def test_refuses_a_checkout_without_chat_template_before_loading(copy_fixture, c
 
 
 def test_a_model_that_fails_to_generate_is_reported_not_a_traceback(capsys, monkeypatch):
-    from transformers import GenerationMixin
+    from transformers import Qwen3ForCausalLM
 
     def out_of_memory(*args, **kwargs):
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(GenerationMixin, "generate", out_of_memory)
+    monkeypatch.setattr(Qwen3ForCausalLM, "forward", out_of_memory)
     code, report, err = probe_json(THINKER, capsys)
     assert code == 2 and report["checks"] == []
     assert report["refused"] == "generation failed: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -225,6 +263,59 @@ def test_vocabulary_without_think_tokens_makes_thinking_not_applicable(copy_fixt
     assert verdicts(report) == {"think-on": None, "think-off": None, "stops-at-eos": True, "deterministic": True,
                                 "batch-invariance": True}
     assert "no single <think>" in report["checks"][0]["detail"]
+
+
+def test_bf16_weights_are_computed_in_float32_on_a_cpu(tmp_path, capsys):
+    """By default a CPU computes 16-bit weights in float32 (several times faster for a batch on CPUs without
+    bf16 matrix units); --dtype bfloat16 keeps them as they are. The verdicts are the same."""
+    repo = bf16_copy(THINKER, tmp_path / "tiny-thinker-bf16")
+    _, auto, _ = probe_json(repo, capsys, max_new_tokens=32, threads=1)
+    assert auto["dtype"] == "float32" and auto["runtime"]["weights_dtype"] == "bfloat16"
+    _, kept, _ = probe_json(repo, capsys, max_new_tokens=32, dtype="bfloat16", threads=1)
+    assert kept["dtype"] == "bfloat16" and kept["runtime"]["weights_dtype"] == "bfloat16"
+    assert verdicts(auto) == verdicts(kept) == dict.fromkeys(CHECK_NAMES, True)
+
+
+def bf16_copy(src: Path, dest: Path) -> Path:
+    from transformers import AutoModelForCausalLM
+
+    shutil.copytree(src, dest)
+    AutoModelForCausalLM.from_pretrained(src).to(torch.bfloat16).save_pretrained(dest)
+    return dest
+
+
+@pytest.mark.parametrize("lead, status", [(0.125, "inconclusive"), (4.0, "failed")])
+def test_two_identical_requests_parting_ways(tmp_path, capsys, monkeypatch, lead, status):
+    """tiny-thinker in bf16 (computed in bf16: --dtype bfloat16); at the third decode step of the batch, the first request and its repeat (rows 0
+    and 1) are given two candidates near 20, each row preferring the other one, by `lead`. One unit of bf16's
+    last place at 20 is 0.125: that near-tie is the hardware's arithmetic (inconclusive); a lead of 4 is not
+    (failed)."""
+    from transformers import Qwen3ForCausalLM
+
+    repo = bf16_copy(THINKER, tmp_path / "tiny-thinker-bf16")
+    original = Qwen3ForCausalLM.forward
+    decode_steps = []
+
+    def forward(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        ids = kwargs.get("input_ids")
+        if ids is not None and ids.shape[1] == 1 and ids.shape[0] > 1:  # a decode step of the batch
+            decode_steps.append(ids.shape[0])
+            if len(decode_steps) == 3:
+                for row, (win, lose) in ((0, (10, 11)), (1, (11, 10))):
+                    out.logits[row, -1, win], out.logits[row, -1, lose] = 20.0 + lead, 20.0
+        return out
+
+    monkeypatch.setattr(Qwen3ForCausalLM, "forward", forward)
+    _, report, _ = probe_json(repo, capsys, max_new_tokens=24, dtype="bfloat16")
+    assert report["dtype"] == "bfloat16" and decode_steps
+    result = next(c for c in report["checks"] if c["name"] == "deterministic")
+    assert result["status"] == status, result
+    assert "the same request twice (greedy) gave different output at token 4" in result["detail"]
+    if status == "inconclusive":
+        assert "within bfloat16 rounding" in result["detail"] and "not the model" in result["detail"]
+    else:
+        assert "4 apart in logits, beyond bfloat16 rounding" in result["detail"]
 
 
 # --- the decisions, on hand-made replies ---------------------------------------------
@@ -287,13 +378,41 @@ def test_batch_position_differences_are_not_a_failure():
     assert checks.batch_invariance(FakeSession(), first, reply([3, 4, 6, 2]), padding=9).status == "passed"
 
 
-def test_deterministic_fails_when_the_same_request_differs():
-    """Seed 002: the same seed and prompt twice, different output."""
-    same, other = reply([3, 4, 6, 2]), reply([3, 5, 6, 2])
-    result = checks.deterministic(FakeSession(), [("greedy", same, reply([3, 4, 6, 2])),
+def traced_reply(ids, top: list[dict[int, float]], seed=None):
+    """A reply whose trace holds each step's candidates {token: logit}."""
+    from hfdoctor.probe.decode import TRACE_K, Trace
+
+    top_ids = torch.tensor([sorted(step, key=step.get, reverse=True) + [0] * (TRACE_K - len(step)) for step in top])
+    top_logits = torch.tensor([sorted(step.values(), reverse=True) + [-30.0] * (TRACE_K - len(step)) for step in top])
+    nan = torch.full((len(top),), float("nan"), dtype=torch.float64)
+    gen = reply(ids)
+    gen.seed, gen.trace = seed, Trace(top_ids, top_logits, nan, torch.stack([nan, nan], -1))
+    return gen
+
+
+def test_deterministic_fails_when_the_same_request_differs_beyond_rounding():
+    """Seed 002: the same prompt twice, different output, where the step's winner led by far more than the
+    dtype's rounding: numerics cannot explain it."""
+    steps = [{3: 9.0, 4: 1.0}, {4: 9.0, 5: 1.0}, {6: 9.0}, {2: 9.0}]
+    same = traced_reply([3, 4, 6, 2], steps)
+    other = traced_reply([3, 5, 6, 2], [steps[0], {5: 9.0, 4: 1.0}, steps[2], steps[3]])
+    result = checks.deterministic(FakeSession(), [("greedy", same, traced_reply([3, 4, 6, 2], steps)),
                                                   ("sampling with seed 1234", same, other)])
     assert result.status == "failed" and "sampling with seed 1234" in result.detail and "at token 2" in result.detail
-    assert checks.deterministic(FakeSession(), [("greedy", same, reply([3, 4, 6, 2]))]).status == "passed"
+    assert "beyond bfloat16 rounding" in result.detail
+    assert checks.deterministic(FakeSession(), [("greedy", same, traced_reply([3, 4, 6, 2], steps))]).status == "passed"
+
+
+def test_deterministic_is_inconclusive_where_bf16_rounding_explains_the_difference():
+    """The same request twice in bf16, parting at a step whose two best candidates were 0.0625 apart at logits
+    near 20 (half a unit of bf16's last place there): GPU arithmetic, never the model's fault."""
+    steps = [{3: 9.0}, {4: 20.0625, 5: 20.0}, {6: 9.0}, {2: 9.0}]
+    same = traced_reply([3, 4, 6, 2], steps)
+    flipped = traced_reply([3, 5, 6, 2], [steps[0], {5: 20.0625, 4: 20.0}, steps[2], steps[3]])
+    result = checks.deterministic(FakeSession(), [("greedy", same, flipped)])
+    assert result.status == "inconclusive" and result.passed is None
+    assert "at token 2" in result.detail and "within bfloat16 rounding" in result.detail
+    assert "not the model" in result.detail
 
 
 def test_think_off_fails_on_a_whitespace_reply():
@@ -303,7 +422,7 @@ def test_think_off_fails_on_a_whitespace_reply():
 
 def test_think_on_runs_out_of_budget_is_inconclusive():
     result = checks.think_on(FakeSession(), support(), reply([0, 3, 4, 5, 4, 5, 4, 5], stopped=False))
-    assert result.status == "inconclusive" and "raise --max-new-tokens" in result.detail
+    assert result.status == "inconclusive" and "rerun with --max-new-tokens 1024 to see it close" in result.detail
 
 
 def test_a_thinking_family_that_lost_its_think_tokens_fails():
@@ -419,7 +538,7 @@ def test_bf16_random_llama_is_not_failed_for_batch_numerics(tmp_path, smollm2_ch
     folder = tmp_path / "random-llama-bf16"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    code, report, _ = probe_json(folder, capsys, max_new_tokens=24)
+    code, report, _ = probe_json(folder, capsys, max_new_tokens=24, dtype="bfloat16")
     statuses = {c["name"]: c for c in report["checks"]}
     assert report["dtype"] == "bfloat16"
     assert statuses["deterministic"]["status"] == "passed"

@@ -245,3 +245,27 @@ def test_real_mxfp4_checkpoint_names(tmp_path):
     (tmp_path / "gptoss" / "model.safetensors").unlink()
     write_mixed_safetensors(tmp_path / "gptoss" / "model.safetensors", tensors)
     assert "packed tensors contradict each other" in findings(folder)[0][2]
+
+
+def test_zero_and_huge_dimensions_say_nothing_and_crash_nothing(tmp_path):
+    """quant-huge-numbers (issue 40): packed shapes with a dimension of 0, an fp8 block of 0 or
+    of 10**30 and dimensions past a float: quantization-inconsistent says nothing it cannot
+    know and raises nothing (it was a ZeroDivisionError, exit 2)."""
+    config, dense = _dense(tmp_path)
+    awq = awq_layout(dense)
+    name = next(n for n in awq if n.endswith(".scales"))
+    awq[name] = ("F16", (awq[name][1][0], 0))
+    awq[name.replace(".scales", ".qweight")] = ("I32", (awq[name][1][0], 0))
+    folder = write_layout(tmp_path / "awq", {**config, "quantization_config": AWQ}, awq)
+    assert all(code != "internal-error" for code, *_ in findings(folder))
+    mlx = from_corpus("mlx-4bit", tmp_path / "mlx")
+    header = load(CORPUS / "mlx-4bit" / "header.json")["tensors"]
+    scales = next(n for n in header if n.endswith(".scales"))
+    tensors = {n: (t["dtype"], tuple(t["shape"])) for n, t in header.items()}
+    tensors[scales] = (tensors[scales][0], (*tensors[scales][1][:-1], 0))
+    write_mixed_safetensors(mlx / "model.safetensors", tensors)
+    assert all(code != "internal-error" for code, *_ in findings(mlx))
+    for block in ([0, 0], [10**30, 10**30]):
+        fp8 = write_layout(tmp_path / f"fp8-{block[0]}", {**config, "quantization_config": {**FP8, "weight_block_size": block}},
+                           fp8_layout(dense))
+        assert all(code != "internal-error" for code, *_ in findings(fp8))

@@ -22,7 +22,9 @@ from conftest import ROOT, UPSTREAM
 from hfdoctor import lineage
 from hfdoctor.bounded import memo
 from hfdoctor.knowledge import registry
+from hfdoctor.weights import build
 from hfdoctor.weights import expected as weights
+from hfdoctor.weights.computed import computed_layout
 from hfdoctor.lint.check import run_rules
 from hfdoctor.lint.sections import weights_section
 from hfdoctor.repo import ModelRepo
@@ -262,16 +264,16 @@ def test_shipped_layouts_are_what_transformers_builds():
         assert entry == table["layouts"][key], f"{entry['sources']}: {rerun}"
     # What the test above compares is what the rule sees: the compact form expands exactly.
     qwen3_8b = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
-    assert weights.outcome_from_json(rebuilt[weights.config_key(qwen3_8b)]) == weights._build(qwen3_8b)
+    assert weights.outcome_from_json(rebuilt[weights.config_key(qwen3_8b)]) == build._build(qwen3_8b)
 
 
 def test_shipped_layout_needs_no_build_and_ignores_unshaping_keys(monkeypatch):
     """A stock config (re-saved in another dtype by another version) comes from the table alone."""
-    def no_build(config):
+    def no_build(config, budget=None):
         raise AssertionError("built a layout the table ships")
 
     memo.clear()  # nothing looked up or built before
-    monkeypatch.setattr(weights, "_build", no_build)
+    monkeypatch.setattr(weights, "build_bounded", no_build)
     config = json.loads((UPSTREAM / "Qwen--Qwen3-30B-A3B" / "config.json").read_text())
     config.update(transformers_version="4.99.0", torch_dtype="float16", _name_or_path="/tmp/ft", use_cache=False)
     expected = expected_layout(config)
@@ -282,15 +284,25 @@ def test_shipped_layout_needs_no_build_and_ignores_unshaping_keys(monkeypatch):
         expected_layout(quantized)
 
 
-def test_unshipped_config_is_built_and_agrees_with_the_table(monkeypatch):
-    """A config the table lacks takes the transformers path; its layout equals the shipped one."""
+def test_unshipped_config_is_computed_or_built_and_agrees_with_the_table(monkeypatch):
+    """A config the table lacks is computed (a family hfdoctor knows) or built by transformers (any
+    other); either way its layout equals the shipped one."""
+    def no_build(config, budget=None):
+        raise AssertionError("built a layout the computed path knows")
+
     memo.clear()  # nothing looked up or built before
     config = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
     shipped = expected_layout(config)
     # Not a shape, but a rope_scaling dict can make transformers refuse a config: it stays in the key.
     changed = {**config, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
     assert weights.config_key(changed) not in weights.shipped_layouts()
-    assert expected_layout(changed) == shipped
+    with monkeypatch.context() as patched:
+        patched.setattr(weights, "build_bounded", no_build)
+        assert expected_layout(changed) == shipped
+    # A key the computed path does not read: transformers builds it, in the bounded child.
+    odd = {**changed, "acme_router_mode": "fast"}
+    assert computed_layout(odd) is None
+    assert expected_layout(odd) == shipped
 
 
 def _other_values(key: str, config: dict) -> list:
@@ -330,7 +342,7 @@ def test_non_shaping_keys_change_no_layout(folder):
     layers = config["num_hidden_layers"]
     config = {k: v[:4] if isinstance(v, list) and len(v) == layers else v for k, v in config.items()}
     config["num_hidden_layers"] = min(layers, 4)
-    base = _outcome_text(weights.build_outcome(config))
+    base = _outcome_text(build.build_outcome(config))
     shaping = weights.shaping_config(config)
     variants = [("architectures", "a second architecture",
                  {**config, "architectures": [config["architectures"][0], "LlamaForCausalLM"]})]
@@ -345,16 +357,16 @@ def test_non_shaping_keys_change_no_layout(folder):
     for key, what, variant in variants:
         if key == "architectures" or key not in {None, *shaping}:  # the config's own value is dropped too
             assert weights.config_key(variant) == weights.config_key(config), what
-        assert _outcome_text(weights.build_outcome(variant)) == base, f"{folder}: {what} changes the layout"
+        assert _outcome_text(build.build_outcome(variant)) == base, f"{folder}: {what} changes the layout"
 
 
 def test_fine_tune_resaved_by_another_version_hits_the_table(monkeypatch):
     """Qwen3-8B as a fine-tune re-saves it: other rope_theta, context, ids, an explicit layer_types."""
-    def no_build(config):
+    def no_build(config, budget=None):
         raise AssertionError("built a layout the table ships")
 
     memo.clear()  # nothing looked up or built before
-    monkeypatch.setattr(weights, "_build", no_build)
+    monkeypatch.setattr(weights, "build_bounded", no_build)
     config = json.loads((UPSTREAM / "Qwen--Qwen3-8B" / "config.json").read_text())
     config.pop("torch_dtype")
     config.update(

@@ -6,14 +6,15 @@ from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.knowledge import registry
-from hfdoctor.lineage.adapter_base import adapter_base
+from hfdoctor.lineage.adapter_base import adapter_base, release_stage
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
+from hfdoctor.repo.modelfile import modelfile
 from hfdoctor.weights.adapter import (MAX_RANK_PATTERN_KEYS, READS_HIDDEN, WRITES_HIDDEN, AdapterWeights,
                                       ModuleTargets, RankPatterns, adapter_weights, local_path, quantized_copy,
-                                      registry_base)
+                                      registry_base, registry_release)
 from hfdoctor.weights.headers import repo_weights
 
 VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
@@ -47,6 +48,9 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       vocab_size, read from --upstream DIR or the cache) while the adapter saves no
       embeddings: the first prompt with an added token indexes past the embedding (error;
       not reported when the base's config.json cannot be read);
+    - an Ollama Modelfile that applies the adapter (ADAPTER) on a chat build while it was
+      trained on the pre-trained release, or the other way round (warning): Ollama serves the
+      LoRA deltas on weights they were not trained against;
     - modules_to_save or whole tensors saved beside the LoRA weights (a trained lm_head,
       resized embeddings): vLLM refuses the adapter ("only supports modules_to_save being
       None"), merge it to serve it (warning); a rank above 16 needs vLLM's --max-lora-rank
@@ -62,6 +66,7 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     names a folder of the training machine (the card may be wrong too). The other
     disagreements have no automatic fix: they are the trainer's to redo.
     """
+    yield from _modelfile_problems(repo, self)
     config = repo.adapter_config
     if config is None:
         return
@@ -109,8 +114,7 @@ def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: st
             file=ADAPTER_CONFIG, pointer="/base_model_name_or_path", severity=Severity.WARNING, fix=fix,
         )
     elif quantized_copy(base):
-        found = registry_base(base)
-        full = found[1].repo if found else None
+        full = registry_release(base)
         yield self.finding(
             repo,
             f"base_model_name_or_path is {base!r}, a quantized copy made for QLoRA training: AutoPeftModel and "
@@ -127,6 +131,52 @@ def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: st
             f"({registry.family_of_repo_id(others[0]).display}): one of them is wrong, and loaders follow "
             "adapter_config.json.",
             file=ADAPTER_CONFIG, pointer="/base_model_name_or_path",
+        )
+
+
+# Ollama library models whose default tags are the chat builds (the pre-trained ones are *-text*).
+OLLAMA_CHAT_LIBRARY = ("llama2", "llama3", "llama3.1", "llama3.2", "llama3.3", "mistral", "mixtral", "gemma", "gemma2",
+                       "gemma3", "qwen", "qwen2", "qwen2.5", "qwen3", "phi3", "phi3.5", "phi4", "tinyllama", "smollm2",
+                       "codellama", "deepseek-r1")
+
+
+def _served_stage(base: str) -> bool | None:
+    """Whether what a Modelfile's FROM names is a pre-trained build (True), a chat one (False) or unknown."""
+    value = base.strip().replace("\\", "/")
+    if "/" in value or value.startswith(".") or value.lower().endswith(".gguf"):
+        name = value.rstrip("/").rsplit("/", 1)[-1].removesuffix(".gguf").removesuffix(".GGUF")
+        return release_stage(name) if name else None
+    name, _, tag = value.lower().partition(":")
+    if "text" in tag or "base" in tag:
+        return True
+    if any(w in tag for w in ("instruct", "chat")) or name in OLLAMA_CHAT_LIBRARY:
+        return False
+    return None
+
+
+def _modelfile_problems(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The Modelfile applies an adapter on another stage of its base than it was trained on."""
+    found = modelfile(repo)
+    if found is None or found.base is None:
+        return
+    served = _served_stage(found.base)
+    for path, line in found.adapters:
+        folder = found.adapter_folder(path)
+        config_file = f"{folder}/{ADAPTER_CONFIG}" if folder else ADAPTER_CONFIG
+        config = repo.json_object(config_file) if folder is not None and repo.exists(config_file) else None
+        trained = (config or {}).get("base_model_name_or_path")
+        if served is None or not isinstance(trained, str) or local_path(trained):
+            continue
+        stage = release_stage(trained)
+        if stage is None or stage == served:
+            continue
+        what = {True: "the pre-trained release", False: "a chat (instruct) build"}
+        yield self.finding(
+            repo,
+            f"the Modelfile applies the adapter {path!r} on {found.base!r}, {what[served]}, but the adapter was "
+            f"trained on {trained!r}, {what[stage]}: its LoRA deltas were learnt against other weights, so Ollama "
+            "serves something it was never trained as. FROM the model the adapter was trained on.",
+            file=found.file, line=line, severity=Severity.WARNING,
         )
 
 

@@ -4,6 +4,7 @@ runs once per repository; each rule keeps the problems named after it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterator
 
 from hfdoctor.compat.assess import Problem, assess, engine_status
@@ -21,7 +22,8 @@ def assessed_findings(repo: ModelRepo, self: Rule,
         if problem.severity is None:
             continue  # the compat section's only: not a fault this rule reports (Problem.severity)
         affected = ", ".join(f"{engine} {engine_status(repo, problem, engine)}" for engine in problem.engines)
-        yield self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
-                           line=problem.data.get("line"), severity=problem.severity,
-                           fix=fix_for(repo, problem) if fix_for else None,
-                           facets=tuple(Facet(FacetKind.ENGINE, engine) for engine in problem.audience))
+        finding = self.finding(repo, f"{problem.why} [{affected}]", file=problem.file, pointer=problem.pointer,
+                               line=problem.data.get("line"), severity=problem.severity,
+                               fix=fix_for(repo, problem) if fix_for else None,
+                               facets=tuple(Facet(FacetKind.ENGINE, engine) for engine in problem.audience))
+        yield replace(finding, severity_reason=problem.severity_reason) if problem.severity_reason else finding

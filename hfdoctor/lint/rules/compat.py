@@ -43,9 +43,14 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     each engine reads (the report's `compat` section lists every engine). Reported:
     - rope_theta only inside `rope_parameters` (transformers 5's layout): transformers
       4.x, and the vLLM/SGLang/TGI releases that bundle it, read the top-level key and
-      silently use the default 10000: wrong RoPE, degraded output, no error (error;
-      checked on 4.46 and 4.57). Safe fix: add the same rope_theta at the top level,
-      which transformers 5 reads identically.
+      silently use their config class's default (10000 for most, 1e6 for LFM2 and
+      Mixtral): wrong RoPE, degraded output, no error (checked on 4.46 and 4.57). Every
+      checkpoint transformers 5 saves looks like this, so it is a warning, and an error
+      when the repository declares a 4.x consumer (its card or requirements.txt pins
+      transformers below 5, or it targets TGI or the Open LLM Leaderboard). Nothing is
+      said when the default is the value anyway, or when no 4.x release has the model
+      type. Safe fix: add the same rope_theta at the top level, beside rope_parameters:
+      4.x reads it there, and transformers 5 still reads rope_parameters, unchanged.
     - tokenizer_class `TokenizersBackend` (written by transformers 5): every 4.x
       AutoTokenizer raises, and with it convert_hf_to_gguf and mlx-lm on 4.x (warning).
       Unsafe fix: PreTrainedTokenizerFast, which loads tokenizer.json everywhere but
@@ -58,7 +63,7 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       age, not a fault of the files).
 
     Example: SmolLM2-135M-Instruct's metadata (read from its GGUF) saved by transformers 5:
-    rope_theta only in rope_parameters (error: 4.x silently uses 10000), tokenizer_class
+    rope_theta only in rope_parameters (warning: 4.x silently uses 10000), tokenizer_class
     TokenizersBackend (warning), the template only in chat_template.jinja (info: nothing
     names TGI or the leaderboard).
 

@@ -48,6 +48,7 @@ def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
     budget, source = repo.budget, repo.source
     scans: dict[str, PickleScan | str] = {}
     by_identity: dict[tuple, PickleScan] = {}
+    timed_out = False
     for rel in repo.files:
         if not scanned(rel) or rel in view.pointers or rel in view.broken or lfs_pointer(source, rel) is not None:
             continue
@@ -55,9 +56,13 @@ def model_file_scans(repo: ModelRepo) -> dict[str, PickleScan | str]:
         if identity is not None and identity in by_identity:
             scans[rel] = _renamed(by_identity[identity], rel)
             continue
-        if budget.expired():
-            budget.skip_for_time(f"model-file scans ({rel} and the files after it)")
-            break
+        if timed_out or budget.expired():
+            if not timed_out:
+                budget.skip_for_time(f"model-file scans ({rel} and the files after it)")
+            timed_out = True  # not read at all: not proven safe (SEC006), never silently passed
+            scans[rel] = PickleScan(rel, "not-pickle", unproven=[f"{rel}: not scanned, the time budget of this check "
+                                                                 "ran out before it"])
+            continue
         try:
             with source.open(rel) as handle:
                 scan = scan_handle(handle, rel, budget)
@@ -210,14 +215,20 @@ def embedded_pickle(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def pickle_not_proven_safe(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A bound stopped the scan of a file where a pickle is or may be: it is not proven safe.
 
-    Why: what was not read may run anything when loaded. The bounds: over the 64 MB / 2
+    Why: what was not read may run anything when loaded. A bound is anything that stopped
+    the scan before the end of what the loader reads: a bound proper (over the 64 MB / 2
     million opcodes hfdoctor reads of one file, past the check's time or read budget,
-    archives or nested loads more than 4 deep, a decompression bomb or more than 256 MB
-    decompressed in memory, or an archive whose content cannot be read (a damaged 7z or
-    tar, a member hfdoctor cannot decompress). A file that already runs code is SEC001.
+    archives or nested loads more than 4 deep, a decompression bomb, more than 256 MB
+    decompressed in memory, a Keras config past its walk), content hfdoctor cannot read
+    (a 7z folder or zip member it cannot decompress, a damaged archive, an HDF5 layout its
+    reader does not follow), a read that failed part way, or malformed data its readers
+    did not expect. Only bytes the loader itself refuses end a scan without this verdict
+    (SEC007). A pickle FRAME that runs past its STOP counts too: a loader that reads
+    frames whole starts the next pickle elsewhere. A file that already runs code is SEC001.
 
-    Example: huge.pkl whose BINBYTES8 opcode claims 2**62 bytes; a torch zip of 12
-    pickles of 16 MB each (a zip bomb of pickles, stopped at the 64 MB budget).
+    Example: huge.pkl whose BINBYTES8 opcode claims 96 MB that the file holds; a torch zip
+    of 12 pickles of 16 MB each (a zip bomb of pickles, stopped at the 64 MB budget); a 7z
+    whose header lists 2 million folders.
 
     Fix: none automatic; do not load it unless you trust its author; prefer safetensors.
     """
@@ -237,9 +248,10 @@ def pickle_not_proven_safe(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def pickle_unscannable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A file loaders unpickle cannot be read, or its pickle is damaged, so it could not be fully scanned.
 
-    Why: imports after the point where reading stopped are unknown. A damaged (truncated)
-    pickle also stops torch.load there, after what was scanned, so this is a warning; a
-    pickle that already imports code is SEC001, and one a bound stopped is SEC006.
+    Why: hfdoctor reads pickle opcodes as the unpicklers do (_pickle.c and pickle.py:
+    numbers up to a NUL, C octal, strict UTF-8 names), so bytes it refuses stop loading
+    there too, after what was scanned: a warning. A pickle that already imports code is
+    SEC001; a scan that stopped for any other reason is SEC006.
 
     Example: a pytorch_model.bin the user may not read (Permission denied); a .pkl cut off
     in the middle of an opcode.
@@ -342,14 +354,37 @@ def unsafe_model_file(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Fix: none automatic; re-export the model without the Lambda layer (a registered
     custom layer), with external data beside the model, or without py_function.
     """
+    entries = None
     for rel, scan in model_file_scans(repo).items():
         if isinstance(scan, str):
             continue
+        if scan.reaches:
+            entries = entries if entries is not None else repo.source.entries()
+            for path, detail in _leaving_links(rel, scan.reaches, entries)[:4]:
+                yield self.finding(repo, f"{rel} runs or reaches code on load: its tensor data is read from {path!r}, "
+                                         f"which {detail} (onnx opens it on load).", file=rel)
         for severity, message in list(dict.fromkeys(scan.unsafe))[:4]:
             yield self.finding(
                 repo, f"{rel} {'runs or reaches code on load' if severity == 'error' else 'is an archive'}: {message}.",
                 file=rel, severity=Severity.ERROR if severity == "error" else Severity.WARNING,
             )
+
+
+def _leaving_links(rel: str, paths: list[str], entries: dict) -> list[tuple[str, str]]:
+    """(path, what it is) of each path, relative to the folder of `rel`, that passes through
+    a symlink leading outside the repository (the source lists such a link, never follows it)."""
+    import posixpath
+
+    folder = posixpath.dirname(rel)
+    found = []
+    for path in paths:
+        parts = posixpath.normpath(posixpath.join(folder, path.replace("\\", "/"))).split("/")
+        for end in range(1, len(parts) + 1):
+            entry = entries.get("/".join(parts[:end]))
+            if entry is not None and entry.kind == "outside":
+                found.append((path, entry.detail or "is a link leading outside the repository"))
+                break
+    return found
 
 
 def _auto_map_refs(auto_map: dict) -> list[tuple[str, str]]:
@@ -377,8 +412,10 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Severity: warning; info when transformers has a native implementation of the
     model_type (the usual load never runs the code; the message says since which release),
     and info when the model type is a family its maker publishes only as remote code
-    (ChatGLM, Qwen 1, InternLM/InternLM2, MiMo, the first phi-1.5 releases): there is no
-    other way to load it, by the upstream's design.
+    (ChatGLM, Qwen 1, InternLM/InternLM2, MiMo, the first phi-1.5 releases; for an adapter
+    with no config.json, the family its tokenizer's code names), or one no transformers
+    release knows at all (an architecture of its own): there is no other way to load it, by
+    its authors' design.
 
     Fix: none automatic; read the code before trusting it, pin `revision=`, or load the
     native transformers class (without trust_remote_code) when there is one.
@@ -410,12 +447,18 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                                              "this code"),) if since else ()
         only_remote = registry.remote_code_family(model_type) if rel == "config.json" and not since else None
         if only_remote is None and rel == "tokenizer_config.json" and not since:
-            only_remote = registry.remote_code_family((repo.config or {}).get("model_type"))
+            only_remote = (registry.remote_code_family((repo.config or {}).get("model_type"))
+                           or _family_of_code(refs))
         if only_remote is not None:  # the family exists only as its maker's remote code
             facets = (Facet(FacetKind.UPSTREAM_DESIGN, f"{only_remote.display} upstream "
                                                        f"({only_remote.remote_code_repo} is published only as remote "
                                                        f"code: transformers has no native "
                                                        f"{model_type or 'implementation'})"),)
+        elif rel == "config.json" and not since and isinstance(model_type, str) and model_type:
+            # An architecture of its own (no transformers release knows the model type): its code is the
+            # only way to load it, by its authors' design; the warning is for code a native class makes needless.
+            facets = (Facet(FacetKind.UPSTREAM_DESIGN, f"model_type {model_type!r} exists only as this code: "
+                                                       "transformers has no implementation of it"),)
         auto_class, ref = refs[0]
         yield self.finding(
             repo,
@@ -425,6 +468,17 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             + native,
             file=rel, pointer="/auto_map", facets=facets,
         )
+
+
+def _family_of_code(refs: list[tuple[str, str]]):
+    """The remote-code family a tokenizer's auto_map module names (tokenization_chatglm: ChatGLM)."""
+    for _, ref in refs:
+        module = ref.rpartition("--")[2].rsplit(".", 1)[0]
+        if module.startswith("tokenization_"):
+            found = registry.remote_code_family(module.removeprefix("tokenization_"))
+            if found is not None:
+                return found
+    return None
 
 
 # SEC004-SEC009 were part of SEC001 until 0.4.

@@ -105,6 +105,9 @@ def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     uses `license`, `library_name` and `pipeline_tag` to show the license, the loading
     snippet and the task. Inference providers filter on them.
 
+    A folder with a config.json or an adapter_config.json and no README.md at all is a model
+    (or a PEFT adapter) with no card: warning.
+
     Example: `base_model: [Qwen/Qwen3-8B` (unclosed list) or a card with no `---` block.
 
     Fix: none automatic; the message lists the keys to add.
@@ -112,10 +115,11 @@ def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if repo.card is None:
         if "README.md" in repo.problems:
             return  # file-unreadable reports why it could not be read
-        if repo.config is not None:
+        if repo.config is not None or repo.adapter_config is not None:
             yield self.finding(
                 repo,
-                "no README.md model card: the Hub shows an empty page, with no license, base model or usage.",
+                "no README.md model card: the Hub shows an empty page, with no license, base model or usage"
+                + (" (nor which base model this adapter goes on, or how it was trained)." if repo.is_adapter else "."),
                 file="README.md",
             )
         return

@@ -159,7 +159,7 @@ def _dtype_problem(repo: ModelRepo, self: Rule, config: dict[str, Any], tensors)
 
 def _tied_head_problem(repo: ModelRepo, self: Rule, config: dict[str, Any], tensors) -> Iterator[Finding]:
     try:
-        expected = expected_layout(config, repo.budget)
+        expected = expected_layout(config, repo.budget, repo.root)
     except (CannotVerify, ConfigRejected):
         return
     head = next((n for n in expected.tensors if n.endswith(HEAD_SUFFIX)), None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from typing import Iterator
 
 from hfdoctor.knowledge import registry
@@ -9,6 +11,7 @@ from hfdoctor.repo.file_names import browser_duplicate_of
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import METADATA_JSON_FILES, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
+from hfdoctor.weights.headers import bin_index_shards, safetensors_index_shards
 
 # The files loaders look for by name: one saved as `name (1).ext` is never read.
 LOADER_FILES = frozenset({*METADATA_JSON_FILES, "chat_template.jinja", "tokenizer.model", "merges.txt", "README.md",
@@ -102,7 +105,8 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     Fix: none automatic (which side is right depends on the weights; weights-config-mismatch
     tells). Model types transformers does not know (custom code) are reported as info. A
     config.json without `architectures` beside a GGUF or a PEFT adapter (Unsloth's stub
-    `{"model_type": "llama"}`) is not reported: no loader builds a model class from it there.
+    `{"model_type": "llama"}`) is not reported: no loader builds a model class from it there;
+    beside a full model's shard index (model.safetensors.index.json) it is.
     """
     config = repo.config
     if config is None:
@@ -121,7 +125,10 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     known = table.get(model_type)
     # Unsloth writes a stub config.json ({"model_type": "llama"}) beside a GGUF or a LoRA adapter: no
     # loader builds a model class from it there (the GGUF carries its architecture, PEFT loads the base).
-    stub_is_fine = repo.is_adapter or bool(repo.weight_files) and all(f.endswith(".gguf") for f in repo.weight_files)
+    # Beside a full model's shard index, though, transformers builds that model from it.
+    full_model = any(i is not None and i.shards for i in (safetensors_index_shards(repo), bin_index_shards(repo)))
+    stub_is_fine = not full_model and (
+        repo.is_adapter or bool(repo.weight_files) and all(f.endswith(".gguf") for f in repo.weight_files))
     if architectures is None or architectures == []:
         if not stub_is_fine:
             yield self.finding(
@@ -155,10 +162,17 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
                     file="config.json", pointer=f"/architectures/{i}",
                 )
             elif "auto_map" not in config:
+                # A near miss of a class transformers has is a typo; anything else is a class of the
+                # model's own code (fnlp's CPT under model_type bart), loaded by its authors' code.
+                close = [c for classes in table.values() for c in classes if c.lower() == arch.lower()] \
+                    or difflib.get_close_matches(arch, known, 1, 0.93)
                 yield self.finding(
                     repo,
-                    f"architectures names {arch}, which transformers does not know for model_type {model_type!r}.",
-                    file="config.json", pointer=f"/architectures/{i}", severity=Severity.WARNING,
+                    f"architectures names {arch}, which transformers does not know for model_type {model_type!r}"
+                    + (f": did you mean {close[0]!r}? Pipelines, vLLM and the Hub cannot build {arch}." if close else
+                       ": a class of the model's own code, which pipelines and vLLM cannot build from architectures."),
+                    file="config.json", pointer=f"/architectures/{i}",
+                    severity=Severity.WARNING if close else Severity.INFO,
                 )
     yield from _dimension_problems(repo, self, config)
 

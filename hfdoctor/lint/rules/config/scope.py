@@ -15,6 +15,7 @@ MODEL_FILES = frozenset({
     "config.json", "adapter_config.json", "params.json", "tokenizer.json", "tokenizer_config.json", "vocab.json",
     "tokenizer.model", "tekken.json", "chat_template.jinja", "chat_template.json", "generation_config.json",
     "model.safetensors.index.json", "pytorch_model.bin.index.json",
+    "Modelfile",  # an Ollama model definition (FROM a model, ADAPTER a LoRA): hfdoctor.repo.modelfile
 })
 MODEL_SUFFIXES = WEIGHT_SUFFIXES + (".onnx", ".h5", ".keras", ".msgpack", ".tflite", ".mlmodel", ".pb", ".npz",
                                     ".joblib", ".pickle", ".dill")

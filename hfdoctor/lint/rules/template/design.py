@@ -69,12 +69,21 @@ def _find(repo: ModelRepo) -> list[UpstreamTemplate]:
 
 def exact_upstream(text: str) -> str | None:
     """'the upstream Qwen/Qwen3-8B template' when `text` is a canonical template (or an
-    earlier upstream revision of one), whatever the lineage says."""
+    earlier upstream revision of one), whatever the lineage says. A revision upstream itself
+    later fixed is not named: what a copy of it does is the bug, not the family's design."""
     sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     found = registry.variant_of_template(sha)
-    if found is None:
+    if found is None or sha in found[1].fixed_revisions:
         return None
     return found[1].template_name(sha)
+
+
+def fixed_upstream(text: str) -> str | None:
+    """'the upstream meta-llama/Meta-Llama-3-8B-Instruct template (its April 2024 launch template...)'
+    when `text` is a revision upstream later replaced to fix it; else None."""
+    sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    found = registry.variant_of_template(sha)
+    return found[1].template_name(sha) if found is not None and sha in found[1].fixed_revisions else None
 
 
 def design_facets(repo: ModelRepo, analysis: TemplateAnalysis,

@@ -14,6 +14,7 @@ from hfdoctor.chat import capabilities, corpus
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import shipped_template
+from hfdoctor.knowledge import registry
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.bounded.tokenizing import TokenizerFailed
 from hfdoctor.lint.rules.template.common import (
@@ -249,7 +250,9 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Severity: info when the family's own upstream template writes the same marker as text
     (TinyLlama-Chat's `<|user|>`; the DeepSeek-R1 distills' tool-call markers, which their
-    Qwen and Llama vocabularies lack): the model was trained that way.
+    Qwen and Llama vocabularies lack), or when every missing marker is a role marker of a
+    published format that writes them as text (Zephyr's <|system|>, <|user|>, <|assistant|>)
+    and none is a token here: the model was trained that way.
 
     Fix: none automatic; use the token the vocabulary has (the message suggests one).
     """
@@ -307,7 +310,8 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             f"the chat template emits {marker!r}, which is not a token of the vocabulary{pieces}: the model reads "
             "plain text where it was trained on one control token, and cannot emit it, so stop sequences and "
             f"parsers waiting for it never fire.{hint}",
-            **location(repo, source, line), facets=_written_as_text_upstream(repo, marker),
+            **location(repo, source, line),
+            facets=_written_as_text_upstream(repo, marker) or _text_marker_format(marker, missing, vocab),
         )
 
 
@@ -358,6 +362,19 @@ def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[Facet, ...]
         return ()
     return (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display} upstream (the {upstream} template writes {marker} as "
                                              "text, not as a token)"),)
+
+
+def _text_marker_format(marker: str, missing: list[str], vocab: dict[str, int]) -> tuple[Facet, ...]:
+    """(an UPSTREAM_DESIGN facet,) when `marker` is a role marker of a published format that writes
+    its markers as text (Zephyr's <|user|>, which TinyLlama-Chat and zephyr-sft fine-tunes use), every
+    marker the template lacks is one of that format's, and none of them is a token here: the weights
+    trained on that format learnt them as text."""
+    for fmt in registry.text_marker_formats():
+        markers = set(fmt["markers"])
+        if marker in markers and set(missing) <= markers and not markers & set(vocab):
+            return (Facet(FacetKind.UPSTREAM_DESIGN, f"the {fmt['name']} chat format (the {fmt['repo']} template "
+                                                     f"writes {marker} as text, not as a token)"),)
+    return ()
 
 
 def _closest(marker: str, tokens: list[str]) -> str | None:

@@ -15,7 +15,7 @@ from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import (
     analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text, template_sources,
 )
-from hfdoctor.lint.rules.template.design import design_facets, upstream_templates
+from hfdoctor.lint.rules.template.design import design_facets, fixed_upstream, upstream_templates
 
 
 @rule("TPL006", "generation-prompt-noop", Severity.WARNING, fix=FixAvailability.NONE)
@@ -64,15 +64,18 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     dangling = _dangling_header(analysis) if opener and set(opener) & set(_pieces(prompt_tail)) else None
     if dangling is not None:
         facets = design_facets(repo, analysis, lambda a: _dangling_header(a) is not None)
-        # Some families do this on purpose (Meta-Llama-3's launch template, Cohere's Command-A, whose
-        # model writes <|START_RESPONSE|> itself): without an upstream template to compare, say so, quietly.
-        unverified = not facets and not upstream_templates(repo)
+        # Some families do this on purpose (Cohere's Command-A, whose model writes <|START_RESPONSE|>
+        # itself): without an upstream template to compare, say so, quietly. Meta-Llama-3's launch
+        # template did it too, and Meta fixed it: a copy of it carries the bug.
+        fixed = fixed_upstream(analysis.text)
+        unverified = not facets and not fixed and not upstream_templates(repo)
         yield self.finding(
             repo,
             f"the chat template appends the assistant header {dangling!r} whatever add_generation_prompt says: a "
             "finished conversation rendered with add_generation_prompt=False (training data, continue_final_message) "
             "ends with an empty assistant turn, and the flag servers and trainers use to tell a prompt from a "
             "conversation does nothing. Emit the header only in `{% if add_generation_prompt %}`."
+            + (f" This is {fixed}, which upstream later fixed: update to its current template." if fixed else "")
             + (" (No upstream template of this family is known here to tell whether it is its design.)"
                if unverified else ""),
             file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY), *facets],
@@ -163,8 +166,9 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     adding <|begin_of_text|>), Mistral 7B Instruct.
 
     Severity: info when the template is the upstream one, or the family's canonical
-    template starts with the BOS too (by design of the family upstream); a warning when
-    nothing says it is the family's design.
+    template starts with the BOS too (by design of the family upstream), or no upstream
+    template of the family is known to compare with; a warning when the family's own
+    template does not start with it.
 
     Fix: none automatic. It is upstream's own design for these models; encode rendered
     chats with add_special_tokens=False.
@@ -180,15 +184,21 @@ def double_bos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     how = _bos_added_by_tokenizer(repo, bos)
     if how is None:
         return
+    facets = design_facets(repo, analysis, lambda up: (up.rendered("user", True) or "").lstrip().startswith(bos))
+    # Most SentencePiece families' own templates start with the BOS: without an upstream template to
+    # compare, nothing says this one departs from its family's design.
+    unverified = not facets and not upstream_templates(repo)
     yield self.finding(
         repo,
         f"the chat template starts with the BOS token {bos!r} and {how}: code that renders the chat to text and then "
         "calls tokenizer(text) (add_special_tokens=True by default) feeds the model two BOS tokens, and llama.cpp "
         "after conversion warns about the same. apply_chat_template(tokenize=True) and vLLM's chat endpoint "
         "encode with add_special_tokens=False and are not affected. Encode rendered chats with "
-        "add_special_tokens=False.",
-        **location(repo, source, line_of_text(source, "bos_token")),
-        facets=design_facets(repo, analysis, lambda up: (up.rendered("user", True) or "").lstrip().startswith(bos)),
+        "add_special_tokens=False."
+        + (" (No upstream template of this family is known here to tell whether it is its design.)"
+           if unverified else ""),
+        **location(repo, source, line_of_text(source, "bos_token")), facets=facets,
+        severity=Severity.INFO if unverified else None,
     )
 
 

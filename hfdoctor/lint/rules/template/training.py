@@ -1,24 +1,20 @@
 """What fine-tuning and prompt caches need from a template: renders that are prefixes of
 the next turn, full renders that equal prompt + reply, assistant masks, and the
-family's own format (drift)."""
+family's own format is drift.py's (TPL013)."""
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from hfdoctor import lineage as lineage_mod
-from hfdoctor.knowledge import registry
 from hfdoctor.chat import consistency, corpus
-from hfdoctor.chat.render_plan import has_generation_tag, render_key
+from hfdoctor.chat.render_plan import has_generation_tag
 from hfdoctor.chat.consistency import Vocabulary
-from hfdoctor.lint.edits.template_edits import replace_template_fix
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, line_of_text, location, mode_text
-from hfdoctor.lint.rules.template.design import candidate_variants, design_facets, upstream_templates
+from hfdoctor.lint.rules.template.design import design_facets
 from hfdoctor.bounded.tokenizing import Splitter, load_splitter
-from hfdoctor.knowledge.upstream import canonical_template
 
 
 @rule("TPL010", "prefix-instability", Severity.WARNING, fix=FixAvailability.NONE)
@@ -212,138 +208,4 @@ def no_assistant_mask(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     )
 
 
-def _trained_from_another_format(repo: ModelRepo, lineage: lineage_mod.Lineage) -> bool:
-    """The checkpoint was trained from a model whose format is not the family's chat template:
-    its pre-trained base (SmolLM2-135M, fine-tuned with its own ChatML) or a Hub model the
-    registry does not tie to the family (SmolLM-135M-Instruct, another fine-tune). Its weights
-    learnt that model's format, not upstream's: comparing them says nothing."""
-    fam = lineage.family_ref
-    for name in lineage_mod.trained_from(repo):
-        named = registry.family_of_repo_id(name)
-        if named is None or named is not fam:
-            return True
-        if any(b.base_repo and b.base_repo.lower() == name.lower() and b.base_repo != b.repo for b in fam.bases):
-            return True
-    return False
-
-
-def _only_the_date_differs(ours, upstream) -> bool:
-    """Every standard conversation renders the same once the Llama 3.x 'Today Date' value is
-    blanked (a re-typed template that prints "26 July 2024" where upstream prints "26 Jul 2024")."""
-    differs = False
-    for name, add_generation_prompt in consistency.DRIFT_RENDERS:
-        key = render_key(name, add_generation_prompt)
-        a, b = ours.renders.get(key), upstream.renders.get(key)
-        if a is None or b is None or a.text is None or b.text is None:
-            return False
-        if a.text != b.text:
-            if registry.without_rendered_date(a.text) != registry.without_rendered_date(b.text):
-                return False
-            differs = True
-    return differs
-
-
-@rule("TPL013", "template-drift", Severity.WARNING, fix=FixAvailability.UNSAFE)
-def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
-    """The rendered output differs from the upstream family template on standard conversations.
-
-    The family and variant come from lineage detection, with at least medium confidence
-    (the tokenizer, or the exact dimensions of a release): a template is never compared
-    with a family that only its own markers or the card suggest. When the variant is unknown
-    (Qwen3's hybrid and Instruct-2507 releases share their dimensions), the template is
-    compared with every variant's and reported only when it matches none. The canonical
-    texts ship with hfdoctor, verified against the sha256 its registry pins (--upstream
-    DIR overrides them). Both templates render the same conversations with
-    this repo's special tokens and the outputs are compared (not the template source:
-    a reformatted template that renders the same is not drift). Whitespace-only
-    differences are reported as such, at info. When upstream cannot be found, an info
-    finding says so.
-
-    Why: the weights were trained on the upstream format. A fine-tune that ships a
-    different template is served prompts the base never saw, unless the fine-tune
-    retrained on exactly the new format.
-
-    Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
-    `<|im_start|>user`. Upstream's own template of another date (Qwen3's April and May
-    revisions; DeepSeek-R1's January template, which is R1's own and never called a
-    revision of the distills' template) is info, not drift; a Llama 3.x template that differs
-    only in its default date string is not drift at all. Nor is a checkpoint compared whose
-    training started from another format: its family's pre-trained base (adapter base or
-    config _name_or_path), or a Hub model the registry does not tie to the family.
-
-    Fix: unsafe; replace the template with the upstream one, only when the variant is
-    known with at least medium confidence; unsafe because the change may have been
-    intended by the fine-tune.
-    """
-
-    found = default_template(repo)
-    if found is None:
-        return
-    source, analysis = found
-    lineage = lineage_mod.detect(repo)
-    candidates = candidate_variants(repo)  # none unless the lineage is certain
-    if not candidates or any(analysis.sha256 == v.template.sha256 for v in candidates):
-        return
-    if _trained_from_another_format(repo, lineage):
-        return
-    compared = []
-    for upstream in upstream_templates(repo):
-        if registry.without_default_date(analysis.text) == registry.without_default_date(upstream.analysis.text) \
-                or _only_the_date_differs(analysis, upstream.analysis):
-            return  # only the default date differs (Llama 3.x: "Today Date: 26 Jul 2024")
-        drifts = consistency.drift(analysis, upstream.analysis)
-        if not drifts:
-            return  # renders exactly like one of the possible upstream templates
-        compared.append((upstream.variant, upstream.lookup, drifts))
-    if not compared:
-        yield self.finding(
-            repo,
-            f"cannot compare with the upstream {candidates[0].display} template: "
-            f"{canonical_template(repo.upstream, candidates[0]).source}.",
-            severity=Severity.INFO, file=source.file, pointer=source.pointer,
-        )
-        return
-    variant, lookup, drifts = compared[0]
-    if len(compared) > 1:
-        others = ", ".join(v.template.repo for v, _, _ in compared[1:])
-        also = f" (nor like {others}: the evidence does not say which {lineage.family_ref.display} release this is)"
-    else:
-        also = ""
-    whitespace_only = all(d.whitespace_only for d in drifts)
-    first = drifts[0]
-    if first.ours is None or first.theirs is None:
-        detail = (f"on {first.what} the {'repo' if first.ours is None else 'upstream'} template fails while the "
-                  "other renders")
-    else:
-        detail = f"on {first.what}, after …{first.context!r}, this template has {first.ours!r} where upstream has {first.theirs!r}"
-    fix = None
-    if lineage.variant_ref is variant and lineage.certain:
-        fix = replace_template_fix(repo, source, lookup.text, f"replace the template with the upstream {variant.template.repo} one")
-    if analysis.sha256 in variant.template_revisions:
-        # Upstream's own template of another date: the weights know this format too. Named
-        # after the repo that shipped it; the canonical one is offered only when it is the
-        # same model's (R1's January template is not an earlier R1-Distill template).
-        own_repo = variant.revision_notes.get(analysis.sha256, (None, ""))[0]
-        yield self.finding(
-            repo,
-            f"the chat template is {variant.template_name(analysis.sha256)}, not the current canonical "
-            f"{variant.template.repo} one, which renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard "
-            f"conversations differently: {detail}. Upstream's own format: update it only if you want the later "
-            "changes.",
-            severity=Severity.INFO, file=source.file, pointer=source.pointer,
-            fix=fix if own_repo in (None, variant.template.repo) else None,
-        )
-        return
-    yield self.finding(
-        repo,
-        f"the chat template renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations "
-        f"differently from the upstream {variant.template.repo} template{also}"
-        + (" (whitespace only)" if whitespace_only else "")
-        + f": {detail}. The weights were trained on the upstream format; unless this fine-tune was retrained on its "
-        "own template, it is served prompts it never saw.",
-        severity=Severity.INFO if whitespace_only else self.severity,
-        file=source.file, pointer=source.pointer, fix=fix,
-    )
-
-
-RULES = [prefix_instability, train_inference_mismatch, no_assistant_mask, template_drift]
+RULES = [prefix_instability, train_inference_mismatch, no_assistant_mask]

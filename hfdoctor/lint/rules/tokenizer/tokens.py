@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor.lineage.adapter_base import adapter_base
+from hfdoctor.lineage.adapter_base import adapter_base, release_stage
 from hfdoctor.knowledge import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list
@@ -70,14 +70,24 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
 
     How it is decided: the config's model_type gives candidate families; the tokenizer
     is fingerprinted independently (its vocabulary at fixed ids, how it encodes a fixed
-    text, and its signature special tokens with their ids). No family in common is a
-    mismatch.
+    text, and its signature special tokens with their ids). A family is an architecture and
+    a tokenizer: the pairs people publish are known (Falcon3 is model_type llama with its own
+    131,072-token vocabulary; MiMo is model_type mimo with Qwen2's), and a vocabulary the
+    config's family is known to use is no swap. No family in common is a mismatch when the
+    architecture itself says which tokenizer goes with it (qwen3, gemma2) or the config's
+    dimensions name a release; under an architecture many families reuse with vocabularies of
+    their own (llama, mistral, gpt2) an unknown pair is reported at info, as unknown.
 
     Example: Qwen3-8B's config.json and weights with Llama-3.1-8B-Instruct's tokenizer.json
     (model_type qwen3, a Llama 3 vocabulary).
 
+    The same holds inside one tokenizer: a known vocabulary whose family's special tokens sit
+    at other ids (<|im_end|> and <|endoftext|> swapped in a Qwen tokenizer) feeds the weights
+    the row of another token for each of them, with or without config.json.
+
     Fix: none automatic; ship the tokenizer of the model the weights come from.
     """
+    yield from _moved_special_tokens(repo, self)
     if repo.config is None:
         return
     from_config = lineage_mod.config_families(repo)
@@ -86,10 +96,23 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
         return
     if {f.key for f in from_config} & {f.key for f in from_tokenizer}:
         return
+    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo) or "")
+    if group is not None and any(f.vocab_groups == (group,) for f in from_config):
+        return  # the one vocabulary the config's family ships (MiMo's is Qwen2's)
     model_type = registry.config_value(repo.config, "model_type")
     tok_names = ", ".join(f.display for f in from_tokenizer)
     cfg_names = ", ".join(f.display for f in from_config)
-    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo) or "")
+    if model_type in registry.shared_architectures() and not lineage_mod.dims_families(repo):
+        yield self.finding(
+            repo,
+            f"config.json declares model_type {model_type!r}, an architecture many families reuse with vocabularies "
+            f"of their own, and the tokenizer is {tok_names}'s: hfdoctor does not know this pair, so it cannot tell "
+            "whether these weights were trained with this tokenizer. Check that config.json's vocab_size and the "
+            "embedding rows match the tokenizer.",
+            file="tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json",
+            severity=Severity.INFO,
+        )
+        return
     evidence = []
     if group:
         evidence.append(f"its vocabulary is the {group} one")
@@ -105,6 +128,57 @@ def tokenizer_lineage_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
         + ": the weights would receive ids from another vocabulary. Ship the tokenizer the weights were trained with.",
         file=file,
     )
+
+
+def _moved_special_tokens(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """A known vocabulary (its tokens at fixed ids) whose family's special tokens, all present, sit
+    at other ids than every tokenizer of that family gives them."""
+    group = registry.vocab_groups().get(lineage_mod.vocab_sample(repo) or "")
+    vocab = repo.vocab or {}
+    if group is None or lineage_mod.tokenizer_families(repo):
+        return
+    best: tuple[registry.Family, list[str]] | None = None
+    for fam in registry.families():
+        signature = {t: i for t, i in fam.signature_tokens.items() if i is not None}
+        if group not in fam.vocab_groups or not signature or not all(t in vocab for t in signature):
+            continue
+        moved = [f"{t!r} is {vocab[t]} (every {fam.display} tokenizer: {i})" for t, i in signature.items() if vocab[t] != i]
+        if moved and (best is None or len(signature) > len(best[0].signature_tokens)):
+            best = (fam, moved)
+    if best is None:
+        return
+    fam, moved = best
+    file = "tokenizer.json" if repo.tokenizer_json is not None else "tokenizer_config.json"
+    eos = repo.special_token("eos_token")
+    home = fam.signature_tokens.get(eos) if eos is not None else None
+    if home is not None and len(moved) == 1 and vocab.get(eos) != home and _from_a_pretrained_release(repo):
+        # The end-of-turn marker renamed onto another id, its own id given the other token's name: unsloth's
+        # get_chat_template(map_eos_token=True) does this on purpose, so a fine-tune of a base model writes
+        # <|im_end|> and emits the base's own eos id. The weights trained that way stop where the files say.
+        yield self.finding(
+            repo,
+            f"the vocabulary is the {group} one, but {moved[0]}, and id {home} is named "
+            f"{repo.id_to_token.get(home)!r}: the end-of-turn marker was mapped onto the id {vocab[eos]} (as unsloth's "
+            "map_eos_token does for a base model's eos). A fine-tune trained with these files stops where they say; "
+            f"engines and tools that assume {fam.display}'s own ids do not.",
+            file=file, severity=Severity.INFO,
+        )
+        return
+    yield self.finding(
+        repo,
+        f"the vocabulary is the {group} one, but {'; '.join(moved[:4])}: the weights learnt each of these tokens at "
+        f"its {fam.display} id, so this tokenizer feeds them another token's row (and stops on the wrong id). Ship the "
+        "tokenizer the weights were trained with.",
+        file=file,
+    )
+
+
+def _from_a_pretrained_release(repo: ModelRepo) -> bool:
+    """The checkpoint was trained from a pre-trained (base) release: it never learnt the family's
+    end-of-turn marker, so mapping that marker onto its own eos id is a choice, not a swap."""
+    if lineage_mod.detect(repo).stage == "pretrained":
+        return True
+    return any(release_stage(name) is True for name in lineage_mod.trained_from(repo))
 
 
 @rule("TOK004", "eos-not-end-of-turn", Severity.ERROR, fix=FixAvailability.SAFE)
@@ -163,6 +237,16 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if repo.is_adapter and repo.config is None and repo.generation_config is None:
         yield from _adapter_turn_end(repo, self, found.stops or (found.token,), template)
         return
+    if repo.config is None and repo.generation_config is None and not repo.gguf_tokenizer:
+        # No file here says where generation stops (a trainer checkpoint saved without config.json, a
+        # tokenizer folder): the loader takes the stop ids from wherever the model comes from.
+        yield self.finding(
+            repo,
+            f"the chat template ends each assistant turn with {found.token!r}, and neither config.json nor "
+            "generation_config.json is here to say where generation stops: cannot verify that it stops on it.",
+            file=template.file, pointer=template.pointer, severity=Severity.INFO,
+        )
+        return
     eos_ids = repo.eos_ids
     names = ", ".join(f"{i} ({repo.id_to_token.get(i, '?')})" for i in eos_ids) or "nothing"
     if found.stops:
@@ -216,8 +300,9 @@ def _adapter_turn_end(repo: ModelRepo, self: Rule, needed: tuple[str, ...], temp
     elif base.stop_tokens:
         if token in base.stop_tokens:
             return
-        because = (f"the base model {base.repo_id} ({base.family.display} chat release) stops on "
-                   f"{', '.join(base.stop_tokens)}")
+        release = "pre-trained release" if base.pretrained else "chat release"
+        because = (f"the base model {base.repo_id} ({base.family.display} {release}, as hfdoctor's registry "
+                   f"records it) stops on {', '.join(base.stop_tokens)} only")
     else:
         yield self.finding(
             repo,

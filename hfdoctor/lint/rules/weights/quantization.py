@@ -136,7 +136,7 @@ def _against_architecture(repo: ModelRepo, self: Rule, config: dict, decl: Decla
                           where: str | None) -> Iterator[Finding]:
     dense_config = {k: v for k, v in config.items() if k not in ("quantization_config", "quantization")}
     try:
-        expected = expected_layout(dense_config, repo.budget)
+        expected = expected_layout(dense_config, repo.budget, repo.root)
     except (CannotVerify, ConfigRejected):
         return
     wrong = []

@@ -1,0 +1,293 @@
+"""TPL013 template-drift: does the template render like the one the weights were trained on?
+
+Drift is measured against the template the weights learnt, when that one can be known: the
+family's canonical upstream template, and every other template upstream published for it
+(another release's, an earlier revision). What is not drift:
+
+- a checkpoint trained from another format: the family's pre-trained base, or a model the
+  registry does not tie to the family (its weights learnt that model's format);
+- a template whose turn markers are tokens the checkpoint itself added (a ChatML retrain of
+  Mistral, a Gemma 2 fine-tune with <|im_start|>): the fine-tune's own trained format;
+- a difference no server ever sends: only what a finished conversation ends with after its
+  last turn (unsloth's Phi-3.5 copy, without the trailing <|endoftext|>), or the default date
+  string of a Llama 3.x template.
+
+When the base a checkpoint was trained from cannot be read (an adapter naming a local folder,
+or none), which template its weights learnt cannot be known: a difference is info.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from hfdoctor import lineage as lineage_mod
+from hfdoctor.chat import consistency, corpus
+from hfdoctor.chat.analysis import analyze
+from hfdoctor.chat.render_plan import TemplateAnalysis, render_key
+from hfdoctor.findings import Finding, Severity
+from hfdoctor.knowledge import registry
+from hfdoctor.knowledge.registry import Variant
+from hfdoctor.knowledge.upstream import canonical_template, shipped_revisions
+from hfdoctor.lint.edits.template_edits import replace_template_fix
+from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
+from hfdoctor.lint.rules.template.common import default_template
+from hfdoctor.lint.rules.template.design import candidate_variants, upstream_templates
+from hfdoctor.repo import ModelRepo
+
+
+def _trained_from_another_format(repo: ModelRepo, lineage: lineage_mod.Lineage) -> bool:
+    """The checkpoint was trained from a model whose format is not the family's chat template:
+    its pre-trained base (SmolLM2-135M, fine-tuned with its own ChatML) or a Hub model the
+    registry does not tie to the family (SmolLM-135M-Instruct, another fine-tune). Its weights
+    learnt that model's format, not upstream's: comparing them says nothing. An adapter that
+    names no base of its own is read through its card's base_model (a GRPO adapter of
+    gemma-3-1b-pt whose adapter_config.json lost the name)."""
+    fam = lineage.family_ref
+    names = lineage_mod.trained_from(repo)
+    if not names and repo.is_adapter and lineage_mod.adapter_base_model(repo) is None:
+        names = lineage_mod.card_base_models(repo)
+    for name in names:
+        named = registry.family_of_repo_id(name)
+        if named is None or named is not fam:
+            return True
+        if any(b.base_repo and b.base_repo.lower() == name.lower() and b.base_repo != b.repo for b in fam.bases):
+            return True
+    return False
+
+
+def _unknown_base(repo: ModelRepo) -> str | None:
+    """Why the model an adapter was trained from cannot be read (a local folder, or no name)."""
+    if not repo.is_adapter or lineage_mod.trained_from(repo) or lineage_mod.card_base_models(repo):
+        return None
+    base = lineage_mod.adapter_base_model(repo)
+    return f"its base is {base!r}, a local folder" if base else "it names no base model"
+
+
+def _only_the_date_differs(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
+    """Every standard conversation renders the same once the Llama 3.x 'Today Date' value is
+    blanked (a re-typed template that prints "26 July 2024" where upstream prints "26 Jul 2024")."""
+    differs = False
+    for name, add_generation_prompt in consistency.DRIFT_RENDERS:
+        key = render_key(name, add_generation_prompt)
+        a, b = ours.renders.get(key), upstream.renders.get(key)
+        if a is None or b is None or a.text is None or b.text is None:
+            return False
+        if a.text != b.text:
+            if registry.without_rendered_date(a.text) != registry.without_rendered_date(b.text):
+                return False
+            differs = True
+    return differs
+
+
+# Conversations a template can decline: (name, the needle upstream's render must keep to support it).
+_OPTIONAL_SHAPES = (("tools_available", corpus.TOOL_NEEDLE), ("tool_result", corpus.RESULT_NEEDLE))
+
+
+def _unsupported(upstream: TemplateAnalysis) -> frozenset[str]:
+    """Standard conversations upstream's template drops (Phi-3.5's has no tool turns): the
+    weights never learnt a format for them, so no render of them is drift."""
+    skip = set()
+    for name, needle in _OPTIONAL_SHAPES:
+        for key, render in upstream.renders.items():
+            if key == render_key(name, True) and render is not None and render.text is not None and needle not in render.text:
+                skip.add(name)
+    return frozenset(skip)
+
+
+def _drifts(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> list[consistency.Drift]:
+    return consistency.drift(ours, upstream, _unsupported(upstream))
+
+
+def _same_format(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
+    """Renders like `upstream` on every standard conversation, the default date aside."""
+    if registry.without_default_date(ours.text) == registry.without_default_date(upstream.text):
+        return True
+    return not _drifts(ours, upstream) or _only_the_date_differs(ours, upstream)
+
+
+def _serving_unaffected(repo: ModelRepo, ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
+    """Every prompt a server sends (the renders with a generation prompt) is the same, and the
+    finished conversations differ only by control tokens one of them appends after the last
+    turn (unsloth's Phi-3.5 copy omits the trailing <|endoftext|>)."""
+    differs = False
+    skip = _unsupported(upstream)
+    for name, add_generation_prompt in consistency.DRIFT_RENDERS:
+        key = render_key(name, add_generation_prompt)
+        a, b = ours.renders.get(key), upstream.renders.get(key)
+        if name in skip or a is None or b is None or a.text == b.text:
+            continue
+        if add_generation_prompt or a.text is None or b.text is None:
+            return False
+        longer, shorter = (a.text, b.text) if len(a.text) > len(b.text) else (b.text, a.text)
+        if not longer.startswith(shorter) or not _control_tokens_only(repo, longer[len(shorter):]):
+            return False
+        differs = True
+    return differs
+
+
+def _control_tokens_only(repo: ModelRepo, text: str) -> bool:
+    """`text` is whitespace and the checkpoint's added tokens, nothing else."""
+    rest = text.strip()
+    tokens = sorted((t for t in repo.added_token_strings if t and t in rest), key=len, reverse=True)
+    for token in tokens:
+        rest = rest.replace(token, "")
+    return bool(text.strip()) and not rest.strip()
+
+
+def _own_markers(repo: ModelRepo, lineage: lineage_mod.Lineage, ours: TemplateAnalysis,
+                 upstream: list[TemplateAnalysis]) -> list[str]:
+    """Tokens the checkpoint added (ids at or past the family's vocabulary, as the registry
+    records it) that its template writes and no upstream template does: the fine-tune trained
+    on its own format (a ChatML retrain of Mistral adds <|im_start|>=32000, <|im_end|>=32001)."""
+    fam = lineage.family_ref
+    rows = fam.vocab_rows(smallest=True) if fam is not None else None
+    if rows is None:
+        return []
+    added = {t for t in repo.added_token_strings if t and (repo.token_id(t) or 0) >= rows}
+
+    def written(analysis: TemplateAnalysis) -> set[str]:
+        texts = [r.text for r in analysis.renders.values() if r is not None and r.text]
+        return {t for t in added if any(t in text for text in texts)}
+
+    theirs = set().union(*(written(u) for u in upstream)) if upstream else set()
+    return sorted(written(ours) - theirs)
+
+
+def _other_releases(repo: ModelRepo, candidates: list[Variant]) -> list[tuple[Variant, str, str, TemplateAnalysis]]:
+    """(variant, sha256, what it is, analysis) of the upstream templates hfdoctor ships that
+    are not the canonical one: another release's, an earlier revision."""
+    found = []
+    for variant in candidates:
+        for sha, text in shipped_revisions(variant):
+            found.append((variant, sha, variant.template_name(sha) or variant.display, analyze(repo, text)))
+    return found
+
+
+@rule("TPL013", "template-drift", Severity.WARNING, fix=FixAvailability.UNSAFE)
+def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    """The rendered output differs from the upstream family template on standard conversations.
+
+    The family and variant come from lineage detection, with at least medium confidence
+    (the tokenizer, or the exact dimensions of a release): a template is never compared
+    with a family that only its own markers or the card suggest. When the variant is unknown
+    (Qwen3's hybrid and Instruct-2507 releases share their dimensions), the template is
+    compared with every variant's and reported only when it matches none. A family has
+    several legitimate templates: the canonical one (shipped with hfdoctor, verified against
+    the sha256 its registry pins; --upstream DIR overrides it) and the other upstream
+    releases and revisions hfdoctor knows; a template that renders like any of them is the
+    family's own format. Both templates render the same conversations with this repo's
+    special tokens and the outputs are compared (not the template source: a reformatted
+    template that renders the same is not drift). Whitespace-only differences are info.
+
+    Not drift: a checkpoint trained from another format (its family's pre-trained base, or a
+    Hub model the registry does not tie to the family); a template whose turn markers are
+    tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma); differences no
+    server sends (what a finished conversation ends with after its last turn, the default date
+    of a Llama 3.x template). When the base an adapter was trained from cannot be read, which
+    template its weights learnt cannot be known: info.
+
+    Why: the weights were trained on the upstream format. A fine-tune that ships a
+    different template is served prompts the base never saw, unless the fine-tune
+    retrained on exactly the new format.
+
+    Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
+    `<|im_start|>user`. Upstream's own template of another date (Qwen3's April and May
+    revisions; Meta-Llama-3-8B-Instruct's, under a Llama 3.1 lineage) is info, not drift.
+
+    Fix: unsafe; replace the template with the upstream one, only when the variant is
+    known with at least medium confidence; unsafe because the change may have been
+    intended by the fine-tune.
+    """
+
+    found = default_template(repo)
+    if found is None:
+        return
+    source, analysis = found
+    lineage = lineage_mod.detect(repo)
+    candidates = candidate_variants(repo)  # none unless the lineage is certain
+    if not candidates or any(analysis.sha256 == v.template.sha256 for v in candidates):
+        return
+    if _trained_from_another_format(repo, lineage):
+        return
+    upstreams = upstream_templates(repo)
+    compared = []
+    for upstream in upstreams:
+        if _same_format(analysis, upstream.analysis) or _serving_unaffected(repo, analysis, upstream.analysis):
+            return
+        compared.append((upstream.variant, upstream.lookup, _drifts(analysis, upstream.analysis)))
+    if not compared:
+        yield self.finding(
+            repo,
+            f"cannot compare with the upstream {candidates[0].display} template: "
+            f"{canonical_template(repo.upstream, candidates[0]).source}.",
+            severity=Severity.INFO, file=source.file, pointer=source.pointer,
+        )
+        return
+    variant, lookup, drifts = compared[0]
+    first = drifts[0]
+    if first.ours is None or first.theirs is None:
+        detail = (f"on {first.what} the {'repo' if first.ours is None else 'upstream'} template fails while the "
+                  "other renders")
+    else:
+        detail = f"on {first.what}, after …{first.context!r}, this template has {first.ours!r} where upstream has {first.theirs!r}"
+    fix = None
+    if lineage.variant_ref is variant and lineage.certain:
+        fix = replace_template_fix(repo, source, lookup.text, f"replace the template with the upstream {variant.template.repo} one")
+    differs = (f"which renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations "
+               f"differently: {detail}")
+    if analysis.sha256 in variant.template_revisions:
+        # Upstream's own template of another date: the weights know this format too. Named
+        # after the repo that shipped it; the canonical one is offered only when it is the
+        # same model's (R1's January template is not an earlier R1-Distill template).
+        own_repo = variant.revision_notes.get(analysis.sha256, (None, ""))[0]
+        later = analysis.sha256 in variant.later_revisions
+        yield self.finding(
+            repo,
+            f"the chat template is {variant.template_name(analysis.sha256)}, not the "
+            + (f"{variant.template.repo} one hfdoctor pins" if later else f"current canonical {variant.template.repo} one")
+            + f", {differs}. Upstream's own format"
+            + (": nothing to change." if later else ": update it only if you want the later changes."),
+            severity=Severity.INFO, file=source.file, pointer=source.pointer,
+            fix=fix if own_repo in (None, variant.template.repo) and not later else None,
+        )
+        return
+    for other, _sha, name, other_analysis in _other_releases(repo, candidates):
+        if _same_format(analysis, other_analysis):
+            yield self.finding(
+                repo,
+                f"the chat template renders like {name}, not like the current canonical {other.template.repo} one, "
+                f"{differs}. Upstream's own format of another release: update it only if you want the later changes.",
+                severity=Severity.INFO, file=source.file, pointer=source.pointer,
+            )
+            return
+    own = _own_markers(repo, lineage, analysis, [u.analysis for u in upstreams])
+    unknown = _unknown_base(repo)
+    if own or unknown:
+        why = (f"its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added, so it was trained on "
+               "its own format" if own else f"{unknown}, so which template its weights learnt cannot be known")
+        yield self.finding(
+            repo,
+            f"the chat template differs from the upstream {variant.template.repo} template, {differs}; {why}. "
+            "Serve it with this template.",
+            severity=Severity.INFO, file=source.file, pointer=source.pointer,
+        )
+        return
+    if len(compared) > 1:
+        others = ", ".join(v.template.repo for v, _, _ in compared[1:])
+        also = f" (nor like {others}: the evidence does not say which {lineage.family_ref.display} release this is)"
+    else:
+        also = ""
+    whitespace_only = all(d.whitespace_only for d in drifts)
+    yield self.finding(
+        repo,
+        f"the chat template renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations "
+        f"differently from the upstream {variant.template.repo} template{also}"
+        + (" (whitespace only)" if whitespace_only else "")
+        + f": {detail}. The weights were trained on the upstream format; unless this fine-tune was retrained on its "
+        "own template, it is served prompts it never saw.",
+        severity=Severity.INFO if whitespace_only else self.severity,
+        file=source.file, pointer=source.pointer, fix=fix,
+    )
+
+
+RULES = [template_drift]
