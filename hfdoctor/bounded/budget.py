@@ -2,10 +2,12 @@
 
 A hostile repository can make each single step look reasonable and the whole unbounded: a
 hundred templates that each take their full render limit, four 89 MB headers, sixteen hard
-links to one 500 MB pickle, a commit full of large blobs. So every check of a repository
-gets one Budget (a deadline and a byte allowance), created with its ModelRepo and handed to
-the readers and workers: each asks before it starts (`remaining`, `take`), and what it
-had to leave out is recorded (`skip`), for the `check-incomplete` finding. Budgets are
+links to one 500 MB pickle, a commit full of large blobs, thirty small templates that each
+render a megabyte into every prompt. So every check of a repository gets one Budget (a
+deadline, a byte allowance for reading, and one for what the check keeps in memory of what it
+derives), created with its ModelRepo and handed to the readers and workers: each asks before it
+starts (`remaining`, `take`, `keeping_left`), and what it had to leave out is recorded (`skip`,
+once per thing and a bounded number of times), for the `check-incomplete` finding. Budgets are
 explicit values passed down, never module globals.
 
 Nothing here imports the rest of hfdoctor.
@@ -22,6 +24,11 @@ from dataclasses import dataclass, field
 # or pathological repositories, and then the report says what was left out.
 DEFAULT_SECONDS = 30.0
 DEFAULT_BYTES = 2 * 1024**3
+# What one check may keep in memory of what it computed from the repository (its templates'
+# renders): a real repository keeps a few MB. Past it, more analyses are left out (and said).
+DEFAULT_KEEP_BYTES = 256 * 1024**2
+# Entries `skipped` keeps; past them only a count (a GGUF of 20,000 named templates skips each).
+MAX_SKIPPED = 64
 
 
 @dataclass
@@ -30,8 +37,13 @@ class Budget:
     bytes: int = DEFAULT_BYTES
     started: float = field(default_factory=time.monotonic)
     spent_bytes: int = 0
-    # "what was not checked (why)", in the order it happened; each `what` once
+    keep_bytes: int = DEFAULT_KEEP_BYTES
+    kept_bytes: int = 0
+    # "what was not checked (why)", in the order it happened; each `what` (or key) once, the
+    # first MAX_SKIPPED of them, and how many more there were
     skipped: list[str] = field(default_factory=list)
+    skipped_more: int = 0
+    _skip_keys: set[str] = field(default_factory=set, repr=False)
 
     @classmethod
     def from_env(cls) -> "Budget":
@@ -68,13 +80,33 @@ class Budget:
         self.spent_bytes += nbytes
         return True
 
-    def skip(self, what: str, why: str) -> None:
-        """Record that `what` was not (fully) checked, and why."""
-        if not any(entry.startswith(what + " (") for entry in self.skipped):
-            self.skipped.append(f"{what} ({why})")
+    def keeping_left(self) -> int:
+        """Bytes the check may still keep of what it derives (never negative)."""
+        return max(0, self.keep_bytes - self.kept_bytes)
 
-    def skip_for_time(self, what: str) -> None:
-        self.skip(what, f"the {self.seconds:g} s time budget of this repository ran out")
+    def keep(self, nbytes: int) -> None:
+        """Charge `nbytes` kept in memory until the check ends (charged after the fact: what is
+        kept is known once computed, and each piece is bounded on its own)."""
+        self.kept_bytes += nbytes
+
+    def skip(self, what: str, why: str, key: str | None = None) -> None:
+        """Record that `what` was not (fully) checked, and why; once per `key` (by default `what`:
+        a caller that names each file it skips passes one key for "X and the files after it")."""
+        key = what if key is None else key
+        if key in self._skip_keys:
+            return
+        self._skip_keys.add(key)
+        if len(self.skipped) < MAX_SKIPPED:
+            self.skipped.append(f"{what} ({why})")
+        else:
+            self.skipped_more += 1
+
+    def noted(self, key: str) -> bool:
+        """Whether a skip was recorded under `key` (or with `what` equal to it)."""
+        return key in self._skip_keys
+
+    def skip_for_time(self, what: str, key: str | None = None) -> None:
+        self.skip(what, f"the {self.seconds:g} s time budget of this repository ran out", key)
 
     def skip_for_bytes(self, what: str) -> None:
         self.skip(what, f"the {self.bytes / 1024**3:g} GiB read budget of this repository ran out")

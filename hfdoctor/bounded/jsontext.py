@@ -9,10 +9,11 @@ parsed with `json.loads`; on anything else it returns None rather than guessing.
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
+from array import array
 from dataclasses import dataclass
+from typing import Iterator
 
 _WHITESPACE = b" \t\r\n"
 
@@ -92,12 +93,11 @@ def value_end(data: bytes, i: int) -> int:
     return i
 
 
-def object_members(data: bytes, start: int) -> list[Member]:
-    """`data[start]` is '{'; list its members in file order."""
-    members: list[Member] = []
+def iter_members(data: bytes, start: int) -> Iterator[Member]:
+    """`data[start]` is '{'; its members in file order."""
     i = skip_whitespace(data, start + 1)
     if data[i] == 0x7D:
-        return members
+        return
     while True:
         key_start = i
         key_end = _string_end(data, i)
@@ -106,28 +106,37 @@ def object_members(data: bytes, start: int) -> list[Member]:
         assert data[i] == 0x3A, "expected ':'"
         v_start = skip_whitespace(data, i + 1)
         v_end = value_end(data, v_start)
-        members.append(Member(key, key_start, v_start, v_end))
+        yield Member(key, key_start, v_start, v_end)
         i = skip_whitespace(data, v_end)
         if data[i] == 0x2C:
             i = skip_whitespace(data, i + 1)
             continue
-        return members
+        return
 
 
-def array_items(data: bytes, start: int) -> list[tuple[int, int]]:
-    """`data[start]` is '['; list the (start, end) span of each item."""
-    items: list[tuple[int, int]] = []
+def object_members(data: bytes, start: int) -> list[Member]:
+    """`data[start]` is '{'; list its members in file order."""
+    return list(iter_members(data, start))
+
+
+def iter_items(data: bytes, start: int) -> Iterator[tuple[int, int]]:
+    """`data[start]` is '['; the (start, end) span of each item."""
     i = skip_whitespace(data, start + 1)
     if data[i] == 0x5D:
-        return items
+        return
     while True:
         end = value_end(data, i)
-        items.append((i, end))
+        yield i, end
         i = skip_whitespace(data, end)
         if data[i] == 0x2C:
             i = skip_whitespace(data, i + 1)
             continue
-        return items
+        return
+
+
+def array_items(data: bytes, start: int) -> list[tuple[int, int]]:
+    """`data[start]` is '['; list the (start, end) span of each item."""
+    return list(iter_items(data, start))
 
 
 def locate(data: bytes, pointer: str) -> tuple[int, int] | None:
@@ -173,46 +182,74 @@ def line_of(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
+# JsonIndex keeps the members of an object this large or smaller; a larger one is walked again
+# for each lookup, at most MAX_LARGE_WALKS times per file (then the line is unknown).
+MAX_INDEXED_MEMBERS = 100_000
+MAX_LARGE_WALKS = 16
+LINE_BLOCK = 1 << 16  # bytes per entry of the line table
+
+
 class JsonIndex:
     """Line lookups in one file, each container listed once.
 
     `line_of_pointer` above walks from the top of the file and lists every member of each
     object on the way: fine for one finding, quadratic for thousands of findings in one
-    object (2,000 added tokens that disagree). This keeps every object's members and
-    array's items by their start offset, and the offsets of the line breaks, so each
-    further lookup costs the pointer's depth and a bisection.
+    object (2,000 added tokens that disagree). This keeps every object's members (each
+    key's offsets) and array's item offsets by their start offset, and how many line breaks
+    come before each 64 KiB block, so each further lookup costs the pointer's depth and a
+    count within one block. What it keeps is bounded whatever the file holds: item offsets
+    in an array of machine integers, members only of objects of up to MAX_INDEXED_MEMBERS
+    (a larger one is walked per lookup, a few times), and one count per block, not one
+    offset per line break (a 64 MB file of blank lines held two gigabytes of them).
     """
 
     def __init__(self, data: bytes):
         self.data = data
-        self._members: dict[int, dict[str, Member]] = {}
-        self._items: dict[int, list[tuple[int, int]]] = {}
-        self._newlines: list[int] | None = None
+        self._members: dict[int, dict[str, tuple[int, int]] | None] = {}  # None: too large to keep
+        self._items: dict[int, array] = {}
+        self._block_lines: list[int] | None = None
+        self._large_walks = 0
 
-    def _member(self, start: int, key: str) -> Member | None:
+    def _member(self, start: int, key: str) -> tuple[int, int] | None:
+        """(key start, value start) of the member `key` of the object at `start`."""
         if start not in self._members:
-            by_key: dict[str, Member] = {}
-            for member in object_members(self.data, start):
-                by_key[member.key] = member  # the last duplicate key wins, as with json.loads
+            by_key: dict[str, tuple[int, int]] | None = {}
+            for member in iter_members(self.data, start):
+                if len(by_key) >= MAX_INDEXED_MEMBERS:
+                    by_key = None
+                    break
+                by_key[member.key] = (member.key_start, member.value_start)  # the last duplicate key wins
             self._members[start] = by_key
-        return self._members[start].get(key)
+        by_key = self._members[start]
+        if by_key is not None:
+            return by_key.get(key)
+        if self._large_walks >= MAX_LARGE_WALKS:
+            raise ValueError("too many lookups in objects too large to index")
+        self._large_walks += 1
+        found = None
+        for member in iter_members(self.data, start):
+            if member.key == key:
+                found = (member.key_start, member.value_start)
+        return found
 
-    def _item(self, start: int, part: str) -> tuple[int, int] | None:
+    def _item(self, start: int, part: str) -> int | None:
+        """The start offset of item `part` of the array at `start`."""
         if start not in self._items:
-            self._items[start] = array_items(self.data, start)
+            self._items[start] = array("q", (begin for begin, _ in iter_items(self.data, start)))
         items = self._items[start]
         if not (part.isascii() and part.isdecimal()) or int(part) >= len(items):
             return None
         return items[int(part)]
 
     def line(self, offset: int) -> int:
-        if self._newlines is None:
-            found, at = [], self.data.find(b"\n")
-            while at >= 0:
-                found.append(at)
-                at = self.data.find(b"\n", at + 1)
-            self._newlines = found
-        return bisect.bisect_left(self._newlines, offset) + 1
+        if self._block_lines is None:
+            counts, total = [0], 0
+            for block in range(0, len(self.data), LINE_BLOCK):
+                total += self.data.count(b"\n", block, block + LINE_BLOCK)
+                counts.append(total)
+            self._block_lines = counts
+        block = offset // LINE_BLOCK
+        return self._block_lines[block] + self.data.count(b"\n", block * LINE_BLOCK, offset) + 1
 
     def line_of_pointer(self, pointer: str) -> int | None:
         """Line where the member or item at `pointer` starts (the key's line for members)."""
@@ -225,12 +262,12 @@ class JsonIndex:
                     member = self._member(i, part)
                     if member is None:
                         return None
-                    at, i = member.key_start, member.value_start
+                    at, i = member
                 elif data[i] == 0x5B:
                     item = self._item(i, part)
                     if item is None:
                         return None
-                    at = i = item[0]
+                    at = i = item
                 else:
                     return None
             return self.line(at)

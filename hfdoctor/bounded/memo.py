@@ -7,7 +7,10 @@ of the bytes, and the options that shape it).
 
 Every content memo of hfdoctor is made here, so that one place says what is kept and how much:
 
-- each is bounded: past `max_entries` the least recently used entry goes;
+- each is bounded: past `max_entries` the least recently used entry goes, and so it does past
+  `max_bytes` for a memo whose values can be large (template analyses: one can hold megabytes of
+  renders, and a catalog brings a new one with each repository), each value weighed once, when it
+  is put;
 - `clear()` forgets them all (library users and tests that change what a key cannot see, such as
   HF_HUB_CACHE's contents; `sizes()` says what is held);
 - a memo never holds an exception: a failure is computed again next time (it may have been transient,
@@ -32,12 +35,19 @@ _MISSING: Any = object()
 class Memo(Generic[K, V]):
     """A bounded map from content keys to results, least recently used first out."""
 
-    def __init__(self, name: str, max_entries: int) -> None:
+    def __init__(self, name: str, max_entries: int, max_bytes: int | None = None,
+                 weigh: Callable[[V], int] | None = None) -> None:
         if max_entries < 1:
             raise ValueError("a memo holds at least one entry")
+        if (max_bytes is None) != (weigh is None):
+            raise ValueError("a memo bounded in bytes needs both max_bytes and weigh")
         self.name = name
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._weigh = weigh
         self._entries: OrderedDict[K, V] = OrderedDict()
+        self._weights: dict[K, int] = {}
+        self.held_bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -60,11 +70,19 @@ class Memo(Generic[K, V]):
     def put(self, key: K, value: V) -> V:
         if isinstance(value, BaseException):
             raise TypeError(f"memo {self.name!r} would hold an exception ({type(value).__name__}): keep data instead")
+        if self._weigh is not None:
+            weight = self._weigh(value)
+            if weight > self.max_bytes:
+                return value  # never held: it would push out everything else and still not fit
+            self.held_bytes += weight - self._weights.pop(key, 0)
+            self._weights[key] = weight
         self._entries[key] = value
         try:
             self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            while len(self._entries) > self.max_entries or (
+                    self.max_bytes is not None and self.held_bytes > self.max_bytes and len(self._entries) > 1):
+                old, _ = self._entries.popitem(last=False)
+                self.held_bytes -= self._weights.pop(old, 0)
         except KeyError:  # another thread evicted it (or emptied the memo) meanwhile
             pass
         return value
@@ -76,16 +94,19 @@ class Memo(Generic[K, V]):
 
     def clear(self) -> None:
         self._entries.clear()
+        self._weights.clear()
+        self.held_bytes = 0
 
 
 _MEMOS: dict[str, Memo[Any, Any]] = {}
 
 
-def memo(name: str, max_entries: int) -> Memo[Any, Any]:
+def memo(name: str, max_entries: int, max_bytes: int | None = None,
+         weigh: Callable[[Any], int] | None = None) -> Memo[Any, Any]:
     """The process's memo called `name` (made on first use; one name, one memo)."""
     found = _MEMOS.get(name)
     if found is None:
-        found = _MEMOS[name] = Memo(name, max_entries)
+        found = _MEMOS[name] = Memo(name, max_entries, max_bytes, weigh)
     return found
 
 

@@ -5,7 +5,10 @@ nested 20,000 deep raises RecursionError, an integer of 5,000 digits raises Valu
 JSONDecodeError), YAML nested deep recurses in PyYAML's composer, and a few YAML aliases
 expand into billions of nodes for the first program that walks the result. Here:
 
-- JSON deeper than MAX_DEPTH, or with an integer beyond Python's digit limit, is refused;
+- JSON deeper than MAX_DEPTH, with more than MAX_CONTAINERS arrays and objects or MAX_VALUES
+  values, or with an integer beyond Python's digit limit, is refused: bytes and depth alone do
+  not bound what a parse builds (63 MB of `{}` is 21 million dicts, 1.7 GB, and only 65 KB as a
+  compressed git blob);
 - YAML is composed with a depth limit, its aliases may not expand beyond MAX_YAML_NODES,
   and an integer beyond the digit limit is refused;
 
@@ -30,10 +33,19 @@ MAX_DEPTH = 128
 # hfdoctor walks recursively.
 DEPTH_CHECK_MAX_BYTES = 8 * 1024 * 1024
 MAX_YAML_NODES = 1_000_000
+# What a parse may build. Qwen3's tokenizer.json has 153,000 arrays and 610,000 values, a
+# 262,000-token vocabulary with its merges about four times that; each value costs 40 to 80
+# bytes parsed. Counted from the bytes before parsing, brackets and commas inside strings too
+# (an upper bound: real files hold a few thousand of those).
+MAX_CONTAINERS = 2_000_000
+MAX_VALUES = 6_000_000
 # Above this size a parse pauses the cyclic garbage collector (see gc_paused), and its
 # result is remembered by the bytes' digest (see load_json).
 GC_PAUSE_BYTES = 1024 * 1024
-LARGE_PARSES = memo("large JSON parses", 2)
+# Each entry is (value, its estimated size): a parse of the largest file allowed is hundreds of MB.
+LARGE_PARSES = memo("large JSON parses", 2, max_bytes=256 << 20, weigh=lambda entry: entry[1])
+# What one parsed value costs, about (a short string or number and its slot: see MAX_VALUES).
+BYTES_PER_VALUE = 80
 
 _KEEP = b'[]{}"'
 _DELETE = bytes(b for b in range(256) if b not in _KEEP)
@@ -69,8 +81,8 @@ def nesting_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
 def load_json(text: str, raw: bytes | None = None) -> Any:
     """json.loads with limits; ParseError(message, line) for anything a reader cannot take.
 
-    The last few large files parsed (tokenizer.json, vocab.json) are remembered by their
-    bytes' sha256: the same bytes again (the fixer re-checking a patched view whose
+    The last two large files parsed (tokenizer.json, vocab.json), if they are not too large
+    together, are remembered by their bytes' sha256: the same bytes again (the fixer re-checking a patched view whose
     tokenizer.json it did not touch, a catalog where repositories share a tokenizer) give
     the same value without a second parse. The value is shared, as it is among the rules of
     one check: readers never change what they are given.
@@ -79,12 +91,35 @@ def load_json(text: str, raw: bytes | None = None) -> Any:
     if len(data) <= GC_PAUSE_BYTES:
         return _parse(text, data)
     key = (len(data), hashlib.sha256(data).digest())
-    return LARGE_PARSES.lookup(key, lambda: _parse(text, data))
+    value, _ = LARGE_PARSES.lookup(key, lambda: (_parse(text, data), _estimated_bytes(data)))
+    return value
+
+
+def _estimated_bytes(data: bytes) -> int:
+    """About what the parse of `data` holds: its values (counted as too_many_values counts them)
+    and its text."""
+    values = data.count(b"{") + data.count(b"[") + data.count(b",") + 1
+    return values * BYTES_PER_VALUE + len(data)
+
+
+def too_many_values(data: bytes) -> str | None:
+    """Why JSON text would build more than a parse may (None when it would not): at C speed,
+    counting every bracket and comma, those inside strings too."""
+    containers = data.count(b"{") + data.count(b"[")
+    if containers > MAX_CONTAINERS:
+        return f"more than {MAX_CONTAINERS:,} arrays and objects"
+    if containers + data.count(b",") > MAX_VALUES:
+        return f"more than {MAX_VALUES:,} values"
+    return None
 
 
 def _parse(text: str, data: bytes) -> Any:
     if len(data) <= DEPTH_CHECK_MAX_BYTES and nesting_exceeds(data):
         raise ParseError(f"is not usable JSON: nested deeper than {MAX_DEPTH} levels", None)
+    too_many = too_many_values(data)
+    if too_many is not None:
+        raise ParseError(f"is not read: it holds {too_many}, more than any real metadata file (hfdoctor's limit)",
+                         None)
     try:
         if len(data) <= GC_PAUSE_BYTES:
             return json.loads(text)

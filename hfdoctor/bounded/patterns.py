@@ -9,8 +9,12 @@ in time linear in the input and refuses what it cannot match that way (backrefer
 lookaround): such a pattern is "unknown", never a hang.
 
 - `compile(pattern)`: our own patterns (a bad one is a bug: it raises);
-- `compile_untrusted(pattern)`: a pattern from the repository; None when RE2 refuses it or it
-  is longer than MAX_PATTERN_CHARS.
+- `compile_untrusted(pattern)`: a pattern from the repository; None when RE2 refuses it, when
+  its program would pass MAX_UNTRUSTED_PROGRAM_BYTES, or when it is longer than
+  MAX_PATTERN_CHARS. A few characters can ask for a program of megabytes (`\\pL{1000}`: a
+  thousand copies of every letter of Unicode), and RE2 grows a matching cache per program
+  beside it: the program limit bounds both, and what is remembered is a few such programs,
+  not a thousand.
 
 Nothing here imports the rest of hfdoctor.
 """
@@ -29,6 +33,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_PATTERN_CHARS = 4096
 # RE2's memory for one compiled program; a pattern that needs more is refused, not slow.
 MAX_PROGRAM_BYTES = 32 << 20
+# The same for a pattern the repository supplies (a PEFT target_modules regex, a .gitattributes
+# glob: a few hundred bytes of program). RE2 gives two thirds to the program and the rest to
+# its matching cache; refusing a larger one takes a few milliseconds, compiling it took seconds.
+MAX_UNTRUSTED_PROGRAM_BYTES = 256 << 10
+# Untrusted patterns remembered (each up to MAX_UNTRUSTED_PROGRAM_BYTES).
+UNTRUSTED_CACHE_ENTRIES = 64
 
 Pattern = Any  # re2._Regexp: match, search, fullmatch, finditer, findall, sub, split
 
@@ -89,15 +99,25 @@ def compile(pattern: str) -> Pattern:  # noqa: A001 - the name every reader of `
     return SafePattern(re2.compile(pattern, _options()))
 
 
-@lru_cache(maxsize=1024)
-def compile_untrusted(pattern: str) -> Pattern | None:
-    """Compile a pattern taken from the repository; None when RE2 cannot run it in linear time."""
+def compile_untrusted(pattern: str, cache: bool = True) -> Pattern | None:
+    """Compile a pattern taken from the repository; None when RE2 cannot run it in linear time
+    within MAX_UNTRUSTED_PROGRAM_BYTES. `cache=False` for a caller that keeps what it compiles
+    (a pattern a repository gives once has no use in a process-wide cache)."""
+    return _compile_untrusted_cached(pattern) if cache else _compile_untrusted(pattern)
+
+
+def _compile_untrusted(pattern: str) -> Pattern | None:
     if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
         return None
     try:
-        return SafePattern(re2.compile(pattern, _options()))
+        return SafePattern(re2.compile(pattern, _options(MAX_UNTRUSTED_PROGRAM_BYTES)))
     except Exception:  # re2.error, or a TypeError on odd input
         return None
+
+
+@lru_cache(maxsize=UNTRUSTED_CACHE_ENTRIES)
+def _compile_untrusted_cached(pattern: str) -> Pattern | None:
+    return _compile_untrusted(pattern)
 
 
 def compile_large(pattern: str, max_mem: int = 256 << 20) -> Pattern | None:

@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import signal
+import sys
 from dataclasses import astuple
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Callable
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from hfdoctor.knowledge import registry
 from hfdoctor.chat import corpus, store
 from hfdoctor.chat.render_plan import (
-    FIXED_NOW, MAX_MESSAGE_CHARS, MAX_RENDER_CHARS, SPECIAL_TOKEN_NAMES, Outcome, RenderError, RenderKey,
-    TemplateAnalysis, plan,
+    FIXED_NOW, MAX_ANALYSIS_BYTES, MAX_MESSAGE_CHARS, MAX_RENDER_CHARS, SPECIAL_TOKEN_NAMES, Outcome, RenderError,
+    RenderKey, TemplateAnalysis, plan,
 )
 from hfdoctor.bounded.memo import memo
 from hfdoctor.bounded.sandbox import Limits, StepGuard, StepTimeout, run_bounded, run_in_process
@@ -152,6 +153,7 @@ def _render_one(source: str, key: RenderKey, special_tokens: dict[str, str], too
 def _work(source: str, special_tokens: dict[str, str], tool_use: bool,
           emit: Callable[[Any], None], guard: StepGuard) -> None:
     from hfdoctor.chat.render import compile_template, template_kwargs, template_variables
+    from hfdoctor.chat.triggers import parse_template_text
 
     try:
         with guard.step():
@@ -161,6 +163,11 @@ def _work(source: str, special_tokens: dict[str, str], tool_use: bool,
     except (Exception, StepTimeout) as err:
         emit(("compile", classify(err)))
         return
+    try:
+        with guard.step():  # what the template does on purpose (template-backdoor reads it): parsed here, bounded
+            emit(("reading", parse_template_text(source)))
+    except (Exception, StepTimeout):
+        pass  # not read: that rule says nothing of this template
     if dunders:
         # Refuse to render at all: the sandbox would most likely hold, but there is
         # no reason for a chat template to touch Python internals.
@@ -170,9 +177,14 @@ def _work(source: str, special_tokens: dict[str, str], tool_use: bool,
         return
     kwargs_read = template_kwargs(source, special_tokens)
     emit(("variables", sorted(variables), sorted(kwargs_read)))
+    held = 0
     for key in plan(kwargs_read):
         emit(("start", key))
         outcome = _render_one(source, key, special_tokens, tool_use, guard)
+        held += sys.getsizeof(outcome.text) if outcome.text is not None else 0
+        if held > MAX_ANALYSIS_BYTES:
+            emit(("oversize", held))  # the parent would hold it all: stop here
+            return
         emit(("render", key, outcome))
         if outcome.error is not None and outcome.error.fatal:
             return
@@ -192,7 +204,11 @@ def trusted_templates() -> frozenset[str]:
 # trial re-checks of a patched view (whose template it did not touch) and templates that recur
 # across a catalog reuse them instead of forking a worker again. A worker cut off at its limit,
 # or a render stopped at its time limit, is not remembered: under less load it may finish.
-FINISHED = memo("template analyses", 64)
+# Bounded by the renders held as well: each analysis may hold MAX_ANALYSIS_BYTES.
+FINISHED = memo("template analyses", 64, max_bytes=64 << 20, weigh=TemplateAnalysis.held_bytes)
+# A template's source beyond this is not parsed at all (the largest real ones are under 20 KB;
+# jinja2 takes a minute over 2 MB of expressions).
+MAX_TEMPLATE_CHARS = 512 * 1024
 
 
 def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = False,
@@ -224,8 +240,14 @@ def run_analysis(text: str, special_tokens: dict[str, str], tool_use: bool = Fal
         elif tag == "variables":
             compiled = True
             analysis.variables, analysis.kwargs = frozenset(message[1]), frozenset(message[2])
+        elif tag == "reading":
+            analysis.reading = message[1]
         elif tag == "start":
             current = message[1]
+        elif tag == "oversize":
+            analysis.renders.clear()  # not analysed: nothing of it is kept
+            analysis.fatal = (None, RenderError(
+                "skipped", "OutputTooLarge", f"its renders together hold more than {MAX_ANALYSIS_BYTES >> 20} MiB"))
         elif tag == "render":
             key, outcome = message[1], message[2]
             if key is not None:
@@ -275,23 +297,87 @@ def _analyze(repo: "ModelRepo", text: str, tool_use: bool) -> TemplateAnalysis:
     return analysis
 
 
+TEMPLATES_SKIPPED = "chat templates"  # budget.skip keys: one entry for all those left out
+TEMPLATES_SKIPPED_MEMORY = "chat templates (memory)"
+TEMPLATES_SKIPPED_COUNT = "chat templates (count)"
+# Distinct templates analysed per repository, the default first: real ones store one to a few
+# (default, tool_use, rag); a GGUF can name 20,000, each a worker run until the budget ran out.
+MAX_TEMPLATES = 32
+
+
 def _within_budget(repo: "ModelRepo", text: str, special_tokens: dict[str, str], tool_use: bool) -> TemplateAnalysis:
-    """run_analysis, when the repository's time budget still holds a whole worker's limit;
-    otherwise an analysis that says it was skipped (the rules say nothing of it, and
-    check-incomplete names it). A hundred templates that each run to their limit take the
-    budget, not a hundred times the limit."""
+    """run_analysis, when the repository's budget still holds it; otherwise an analysis that says it
+    was not analysed (the rules say nothing of it, and check-incomplete names it):
+
+    - a template whose source passes MAX_TEMPLATE_CHARS is not parsed, nor one past the
+      first MAX_TEMPLATES of the repository;
+    - one whole worker's time limit must be left: a hundred templates that each run to their
+      limit take the budget, not a hundred times the limit;
+    - the renders the check keeps must fit the budget's allowance of memory (each analysis holds
+      at most MAX_ANALYSIS_BYTES, and one that would hold more is not analysed either)."""
     limits = Limits()
-    if repo.budget.remaining() < limits.total_s:
-        repo.budget.skip_for_time(f"chat templates ({_template_label(repo, text)} and any after it)")
-        analysis = TemplateAnalysis(text, tool_use)
-        analysis.fatal = (None, RenderError("skipped", "NotAnalysed", "the time budget of this check ran out"))
-        return analysis
-    return run_analysis(text, special_tokens, tool_use, limits)
+    budget = repo.budget
+    if len(text) > MAX_TEMPLATE_CHARS:
+        why = f"its source is {len(text) / 2**20:.1f} MiB, over the {MAX_TEMPLATE_CHARS >> 10} KiB hfdoctor parses"
+        budget.skip(f"chat templates ({_template_label(repo, text)})", why)
+        return _not_analysed(text, tool_use, why)
+    sources = repo.facts.get(_template_sources)
+    if sources.get(text, (0, None))[0] >= MAX_TEMPLATES:
+        why = f"hfdoctor analyses the first {MAX_TEMPLATES} templates of a repository"
+        budget.skip(f"{len(sources) - MAX_TEMPLATES:,} chat templates after the first {MAX_TEMPLATES}", why,
+                    TEMPLATES_SKIPPED_COUNT)
+        return _not_analysed(text, tool_use, why)
+    # The first template left out is named; the rest follow it (one entry, not one each).
+    if budget.remaining() < limits.total_s:
+        if not budget.noted(TEMPLATES_SKIPPED):
+            budget.skip_for_time(f"chat templates ({_template_label(repo, text)} and any after it)",
+                                 TEMPLATES_SKIPPED)
+        return _not_analysed(text, tool_use, "the time budget of this check ran out")
+    if budget.keeping_left() <= 0:
+        why = f"the renders of the templates before it reached the {budget.keep_bytes >> 20} MiB a check keeps"
+        if not budget.noted(TEMPLATES_SKIPPED_MEMORY):
+            budget.skip(f"chat templates ({_template_label(repo, text)} and any after it)", why,
+                        TEMPLATES_SKIPPED_MEMORY)
+        return _not_analysed(text, tool_use, why)
+    analysis = run_analysis(text, special_tokens, tool_use, limits)
+    budget.keep(analysis.held_bytes())
+    if analysis.fatal is not None and analysis.fatal[1].kind == "skipped":
+        budget.skip(f"chat templates ({_template_label(repo, text)})", analysis.fatal[1].message)
+    return analysis
+
+
+def _not_analysed(text: str, tool_use: bool, why: str) -> TemplateAnalysis:
+    analysis = TemplateAnalysis(text, tool_use)
+    analysis.fatal = (None, RenderError("skipped", "NotAnalysed", why))
+    return analysis
+
+
+def _template_sources(repo: "ModelRepo") -> dict[str, tuple[int, Any]]:
+    """text -> (position, first source) of each distinct template the repository stores, the
+    default first (a fact: one pass over them, however many a GGUF names)."""
+    found: dict[str, tuple[int, Any]] = {}
+    default = repo.chat_template
+    for source in ([default] if default is not None else []) + list(repo.chat_templates):
+        if source.text not in found:
+            found[source.text] = (len(found), source)
+    return found
 
 
 def _template_label(repo: "ModelRepo", text: str) -> str:
-    source = next((s for s in repo.chat_templates if s.text == text), None)
-    return f"the {source.name!r} template in {source.where}" if source is not None else "a template"
+    found = repo.facts.get(_template_sources).get(text)
+    return f"the {found[1].name!r} template in {found[1].where}" if found is not None else "a template"
+
+
+def template_reading(repo: "ModelRepo", source: Any) -> Any:
+    """What a template does on purpose (a hfdoctor.chat.triggers.TemplateText), read from its source:
+    shipped for the canonical templates, else read in the analysis worker, under its deadline.
+    None when it does not parse or was not analysed."""
+    from hfdoctor.chat import triggers
+
+    known = triggers.stored().get(triggers.sha256(source.text))
+    if known is not None:
+        return triggers.from_json(known)
+    return analyze_source(repo, source).reading
 
 
 def cached_analysis(repo: "ModelRepo", text: str) -> TemplateAnalysis | None:

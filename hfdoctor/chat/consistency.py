@@ -26,6 +26,9 @@ from hfdoctor.chat.render_plan import TemplateAnalysis, render_key
 from hfdoctor.bounded.tokenizing import TokenizerFailed
 
 CONTEXT_CHARS = 30
+# Renders compared in tokens at most this long (real prompts are a few KB): the tokenizers library
+# splits a megabyte of one word in seconds, and prefix-instability asks for a dozen such splits.
+MAX_TOKENIZED_CHARS = 32 * 1024
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -210,6 +213,8 @@ def prefix_divergence(analysis: TemplateAnalysis, scenario: corpus.Continuation,
         earlier = finished[:vocabulary.end_of_turn(finished, output_end)]
     else:
         earlier = later[:output_end]
+    if len(later) > MAX_TOKENIZED_CHARS:
+        return None  # no verdict in tokens: splitting a megabyte of one word took seconds a call
     if vocabulary.boundary_is_safe(earlier, later):
         return None
     tokenizer = vocabulary.load() if vocabulary.load is not None else None

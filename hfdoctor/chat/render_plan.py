@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -29,6 +30,10 @@ THINKING_KWARGS = ("enable_thinking", "thinking")
 # strftime_now is pinned, so two renders of the same input are equal whenever they run.
 FIXED_NOW = datetime(2025, 1, 15, 12, 0, 0)
 MAX_RENDER_CHARS = 1 << 20  # a chat prompt of a megabyte is already a bug
+# The renders of one analysis together, as held in memory: real templates render ~100 prompts of a
+# few KB. A small template can write a megabyte of 4-byte characters into each render; thirty such
+# templates in one tokenizer_config.json held gigabytes.
+MAX_ANALYSIS_BYTES = 16 << 20
 MAX_MESSAGE_CHARS = 500  # of an exception message: the template chooses what it raises
 
 # Renders without kwargs: (conversation, add_generation_prompt).
@@ -110,6 +115,9 @@ class TemplateAnalysis:
     renders: dict[RenderKey, Outcome] = field(default_factory=dict)
     # A render that ended the run (timeout, memory, sandbox escape, worker killed).
     fatal: tuple[RenderKey | None, RenderError] | None = None
+    # What the template does on purpose, read from its source in the worker (a
+    # hfdoctor.chat.triggers.TemplateText; None when not read: it does not parse, or was not analysed)
+    reading: Any = None
 
     @cached_property
     def sha256(self) -> str:
@@ -129,6 +137,10 @@ class TemplateAnalysis:
 
     def texts(self) -> list[str]:
         return [o.text for o in self.renders.values() if o.text is not None]
+
+    def held_bytes(self) -> int:
+        """The memory its rendered texts take (what bounds a memo of analyses)."""
+        return sum(sys.getsizeof(o.text) for o in self.renders.values() if o.text is not None)
 
     @property
     def modes(self) -> list[dict[str, Any]]:

@@ -125,9 +125,10 @@ def stored() -> dict[str, dict[str, Any]]:
 
 
 def read_template(text: str) -> TemplateText | None:
-    """Triggers and emitted text of a template; None when it does not parse (syntax-error says why).
-
-    A shipped canonical template is read from triggers.json; any other is parsed here."""
+    """Triggers and emitted text of a template hfdoctor ships (an upstream one); None when it does not
+    parse. Read from triggers.json when stored there, else parsed here, in this process: a
+    repository's template is read in its bounded analysis worker instead
+    (hfdoctor.chat.analysis.template_reading)."""
     known = stored().get(sha256(text))
     if known is not None:
         return from_json(known)

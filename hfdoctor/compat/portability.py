@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hfdoctor.chat import corpus, engines, store
-from hfdoctor.chat.analysis import cached_analysis, special_tokens_for_render
+from hfdoctor.chat.analysis import MAX_TEMPLATE_CHARS, cached_analysis, special_tokens_for_render
 from hfdoctor.repo import ModelRepo, TemplateSource
 from hfdoctor.bounded.memo import memoized
 
@@ -113,6 +113,8 @@ def template_portability(repo: ModelRepo, source: TemplateSource) -> list[Engine
     The reference renders come from the same bounded child as minijinja's, so that a check
     limited by --select does not pay for the full template analysis; when the template
     rules have analysed it already and found it broken or hostile, nothing is run."""
+    if len(source.text) > MAX_TEMPLATE_CHARS:
+        return []  # not parsed by any engine (check-incomplete says so when the template rules run)
     analysis = cached_analysis(repo, source.text)
     if analysis is not None and (not analysis.compiled or analysis.fatal is not None):
         return []  # broken in transformers itself: the template rules report it

@@ -36,7 +36,7 @@ def template_section(repo: ModelRepo) -> dict[str, Any] | None:
     if not analysis.compiled:
         section["status"] = "does not compile"
     elif analysis.fatal is not None and analysis.fatal[1].kind == "skipped":
-        section["status"] = "not analysed: the time budget of this check ran out"
+        section["status"] = "not analysed: " + analysis.fatal[1].message
     elif analysis.fatal is not None:
         section["status"] = "render aborted: " + analysis.fatal[1].kind
     else:

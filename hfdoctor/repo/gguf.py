@@ -13,6 +13,12 @@ refused at once. Only the arrays hfdoctor reads are kept (`tokenizer.ggml.tokens
 `token_type`); the others (merges, scores: the bulk of a header) are walked and dropped,
 numbers by one read. A copy of a file is told equal by its size and header bytes
 (`header_digest`; hfdoctor.repo.gguf_tokenizer reads equal files once).
+
+What is kept is bounded per repository, not only per file (`KeptArrays`): a vocabulary of more
+than MAX_VOCABULARY strings is walked and dropped like merges, an array equal to one kept
+already (the same vocabulary in another quantization) is that array, and the distinct strings
+kept across the repository's files stop at MAX_KEPT_STRINGS. Three files of two million tokens
+each held two gigabytes.
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ MAX_KEYS = 65_536  # metadata keys: real files have 20 to 60 (and a few named te
 MAX_STRING = 64 * 1024 * 1024
 # The metadata arrays read into memory; any other array is walked and dropped.
 KEPT_ARRAYS = frozenset({"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"})
+# Strings of one kept array (4 times the largest real vocabulary: 262,144), and of all the distinct
+# kept arrays of one repository's GGUF files (a vocabulary costs about 150 bytes a token once
+# read and indexed).
+MAX_VOCABULARY = 1_000_000
+MAX_KEPT_STRINGS = 2_000_000
 MIN_SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 8: 8, 9: 12, 10: 8, 11: 8, 12: 8}  # bytes per element
 MAX_DIMS = 8
 # value type -> struct format (strings, arrays and bools are handled apart)
@@ -72,6 +83,8 @@ class GgufHeader:
     metadata: dict[str, Any]
     tensors: dict[str, GgufTensor]
     header_bytes: int
+    # arrays it holds that were walked but not kept past a bound: (metadata key, why)
+    dropped: tuple[tuple[str, str], ...] = ()
 
     @property
     def architecture(self) -> str | None:
@@ -84,12 +97,38 @@ class GgufHeader:
         return value if isinstance(value, list) else []
 
 
+class KeptArrays:
+    """The metadata arrays kept from one repository's GGUF files: equal arrays are one list, and
+    the distinct strings kept stop at MAX_KEPT_STRINGS."""
+
+    def __init__(self) -> None:
+        self._by_length: dict[int, list[list]] = {}
+        self.strings = 0
+
+    def can_keep(self, n: int, strings: bool) -> bool:
+        return n <= MAX_VOCABULARY and (not strings or self.strings + n <= MAX_KEPT_STRINGS)
+
+    def share(self, values: list, strings: bool) -> list:
+        """`values`, or the equal list kept before it (compared at C speed, only with lists of its length)."""
+        same_length = self._by_length.setdefault(len(values), [])
+        for kept in same_length:
+            if kept == values:
+                return kept
+        same_length.append(values)
+        if strings:
+            self.strings += len(values)
+        return values
+
+
 class _Reader:
-    def __init__(self, handle: IO[bytes], size: int | None = None, deadline: float | None = None):
+    def __init__(self, handle: IO[bytes], size: int | None = None, deadline: float | None = None,
+                 kept: KeptArrays | None = None):
         self.handle, self.deadline = handle, deadline
         self.read_bytes = 0
         self.limit = MAX_HEADER_BYTES if size is None else min(MAX_HEADER_BYTES, size)
         self.strings_left = MAX_STRINGS
+        self.kept = kept if kept is not None else KeptArrays()
+        self.dropped: list[tuple[int, str]] = []  # (count, why) of the arrays it would have kept
 
     def left(self) -> int:
         return self.limit - self.read_bytes
@@ -201,24 +240,31 @@ class _Reader:
             if item not in MIN_SIZE or item == ARRAY:
                 raise GGUFError(f"has an array of unknown type {item}")
             n = self.count("array elements", MIN_SIZE[item])
+            if keep and not self.kept.can_keep(n, item == STRING):
+                self.dropped.append((n, f"{n:,} values, past the {MAX_VOCABULARY:,} hfdoctor reads of one array"
+                                     if n > MAX_VOCABULARY else f"the {MAX_KEPT_STRINGS:,} values hfdoctor keeps of "
+                                     "a repository's GGUF vocabularies ran out"))
+                keep = False
             if item in SCALARS:  # numbers: one read, not one call per element
                 size = struct.calcsize(SCALARS[item])
                 if not keep:
                     self.skip(size * n)
                     return DroppedArray(item, n)
-                return list(struct.unpack(f"<{n}{SCALARS[item][1]}", self.take(size * n)))
+                return self.kept.share(list(struct.unpack(f"<{n}{SCALARS[item][1]}", self.take(size * n))), False)
             if item == BOOL:
                 data = self.take(n)
-                return [b != 0 for b in data] if keep else DroppedArray(item, n)
+                return self.kept.share([b != 0 for b in data], False) if keep else DroppedArray(item, n)
             values = self.strings(n, keep)
-            return values if keep else DroppedArray(item, n)
+            return self.kept.share(values, item == STRING) if keep else DroppedArray(item, n)
         raise GGUFError(f"has a value of unknown type {kind}")
 
 
-def parse_gguf(handle: IO[bytes], rel: str, size: int | None = None, deadline: float | None = None) -> GgufHeader:
+def parse_gguf(handle: IO[bytes], rel: str, size: int | None = None, deadline: float | None = None,
+               kept: KeptArrays | None = None) -> GgufHeader:
     """Read a GGUF header from an open binary file (of `size` bytes, when known: nothing is
-    sized past it); GGUFError for anything a loader would refuse or a bound stops."""
-    reader = _Reader(handle, size, deadline)
+    sized past it); GGUFError for anything a loader would refuse or a bound stops. `kept`: what
+    the repository's other GGUF files kept already."""
+    reader = _Reader(handle, size, deadline, kept)
     try:
         return _parse(reader, rel)
     except GGUFError as err:
@@ -235,9 +281,12 @@ def _parse(reader: _Reader, rel: str) -> GgufHeader:
     tensor_count = reader.count("tensors", 24)  # name length, dimension count, type, offset
     kv_count = reader.count("metadata keys", 12, MAX_KEYS)
     metadata: dict[str, Any] = {}
+    dropped: list[tuple[str, str]] = []
     for _ in range(kv_count):
         key = reader.string()
         metadata[key] = reader.value(reader.unpack("<I"), keep=key in KEPT_ARRAYS)
+        if reader.dropped:
+            dropped.append((key, reader.dropped.pop()[1]))
     tensors: dict[str, GgufTensor] = {}
     for i in range(tensor_count):
         if not i & 0xFFFF:
@@ -248,7 +297,7 @@ def _parse(reader: _Reader, rel: str) -> GgufHeader:
             raise GGUFError(f"tensor {name!r} declares {n_dims} dimensions")
         shape = tuple(reader.unpack("<Q") for _ in range(n_dims))
         tensors[name] = GgufTensor(name, shape, reader.unpack("<I"), reader.unpack("<Q"))
-    return GgufHeader(rel, version, metadata, tensors, reader.read_bytes)
+    return GgufHeader(rel, version, metadata, tensors, reader.read_bytes, tuple(dropped))
 
 
 def header_digest(handle: IO[bytes], nbytes: int) -> bytes | None:
@@ -263,12 +312,13 @@ def header_digest(handle: IO[bytes], nbytes: int) -> bytes | None:
     return digest.digest()
 
 
-def read_gguf_metadata(source: Source, rel: str, deadline: float | None = None) -> GgufHeader:
+def read_gguf_metadata(source: Source, rel: str, deadline: float | None = None,
+                       kept: KeptArrays | None = None) -> GgufHeader:
     """The header of the GGUF file `rel` of `source` (GGUFError when unreadable)."""
     try:
         with source.open(rel) as raw:
             handle = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw, 1 << 20)
-            return parse_gguf(handle, rel, file_size(handle), deadline)
+            return parse_gguf(handle, rel, file_size(handle), deadline, kept)
     except Unreadable as err:
         raise GGUFError(str(err)) from None
     except (OSError, struct.error) as err:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hfdoctor.bounded.budget import Budget
 from hfdoctor.sources.base import Source, Unreadable
-from hfdoctor.repo.gguf import GGUFError, GgufHeader, header_digest, read_gguf_metadata
+from hfdoctor.repo.gguf import GGUFError, GgufHeader, KeptArrays, header_digest, read_gguf_metadata
 
 CONTROL, USER_DEFINED = 3, 4
 # tokenizer_config.json's names for the ids a GGUF records.
@@ -54,16 +54,25 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def gguf_tokenizer(header: GgufHeader) -> GgufTokenizer:
-    meta = header.metadata
-    tokens = [t if isinstance(t, str) else "" for t in header.tokens]
-    types = meta.get("tokenizer.ggml.token_type")
+def _vocabulary(tokens: list, types: object) -> tuple[dict[str, int], frozenset[str]]:
+    """token -> id, and the control and user-defined tokens."""
     types = types if isinstance(types, list) and len(types) == len(tokens) else [None] * len(tokens)
-    vocab = {token: i for i, token in enumerate(tokens) if token}
-    added = frozenset(t for t, kind in zip(tokens, types) if t and kind in (CONTROL, USER_DEFINED))
+    vocab = {token: i for i, token in enumerate(tokens) if isinstance(token, str) and token}
+    added = frozenset(t for t, kind in zip(tokens, types)
+                      if isinstance(t, str) and t and kind in (CONTROL, USER_DEFINED))
+    return vocab, added
+
+
+def gguf_tokenizer(header: GgufHeader,
+                   vocabulary: tuple[dict[str, int], frozenset[str]] | None = None) -> GgufTokenizer:
+    """The tokenizer of one GGUF header; `vocabulary`: `_vocabulary` of its arrays, when built
+    already for another header that holds the same arrays (one dict for every quantization)."""
+    meta = header.metadata
+    tokens = header.tokens
+    vocab, added = vocabulary or _vocabulary(tokens, meta.get("tokenizer.ggml.token_type"))
     special_ids = {name: i for name, key in SPECIAL_IDS.items()
                    if (i := _int(meta.get(key))) is not None and 0 <= i < len(tokens)}
-    specials = {name: tokens[i] for name, i in special_ids.items() if tokens[i]}
+    specials = {name: tokens[i] for name, i in special_ids.items() if isinstance(tokens[i], str) and tokens[i]}
     stops = [special_ids[k] for k in ("eos_token", "eot_token", "eom_token") if k in special_ids]
     stops += [i for t, i in vocab.items() if t in LLAMA_CPP_EOG_TEXTS]
     templates = gguf_templates(meta)
@@ -91,13 +100,20 @@ class GgufFiles:
     def tokenizers(self) -> dict[str, GgufTokenizer]:
         cached = getattr(self, "_tokenizers", None)
         if cached is None:
-            cached, by_metadata = {}, {}  # equal files share one metadata dict: one tokenizer built
+            # Equal files share one metadata dict: one tokenizer built. Files that differ elsewhere
+            # but hold the same vocabulary (the reader keeps equal arrays as one list) share one
+            # vocabulary dict.
+            cached, by_metadata, by_arrays = {}, {}, {}
             for rel, header in self.headers.items():
                 if not header.tokens:
                     continue
                 built = by_metadata.get(id(header.metadata))
                 if built is None:
-                    built = by_metadata[id(header.metadata)] = gguf_tokenizer(header)
+                    types = header.metadata.get("tokenizer.ggml.token_type")
+                    arrays = (id(header.tokens), id(types))
+                    if arrays not in by_arrays:
+                        by_arrays[arrays] = _vocabulary(header.tokens, types)
+                    built = by_metadata[id(header.metadata)] = gguf_tokenizer(header, by_arrays[arrays])
                 cached[rel] = dataclasses.replace(built, file=rel)
             self._tokenizers = cached
         return cached
@@ -137,6 +153,7 @@ def read_gguf_files(source: Source, files: list[str], budget: Budget | None = No
     parse); a header that fails fails alike for its copies. Each header is charged to the
     check's byte budget and stops at its deadline."""
     headers, errors, skipped = {}, {}, sorted(files)[MAX_GGUF_FILES:]
+    kept = KeptArrays()  # what all of them keep together
     by_identity: dict[tuple, _Outcome] = {}
     by_size: dict[int, list[_Outcome]] = {}
     for rel in sorted(files)[:MAX_GGUF_FILES]:
@@ -149,7 +166,7 @@ def read_gguf_files(source: Source, files: list[str], budget: Budget | None = No
                 budget.skip_for_time(f"GGUF headers ({rel} and the files after it)")
                 skipped.append(rel)
                 continue
-            known = _read(source, rel, budget)
+            known = _read(source, rel, budget, kept)
             if known is None:
                 skipped.append(rel)
                 continue
@@ -159,6 +176,9 @@ def read_gguf_files(source: Source, files: list[str], budget: Budget | None = No
                 by_size.setdefault(size, []).append(known)
         if isinstance(known.result, GgufHeader):
             headers[rel] = dataclasses.replace(known.result, file=rel)
+            for key, why in known.result.dropped:
+                if budget is not None:
+                    budget.skip(f"the {key} of {rel} (rules read it as a GGUF without a vocabulary)", why)
         else:
             errors[rel] = known.result
     return GgufFiles(headers, errors, skipped)
@@ -172,10 +192,10 @@ class _Outcome:
     digest: bytes | None = None  # of its first nbytes, once a file of its size asks
 
 
-def _read(source: Source, rel: str, budget: Budget | None) -> _Outcome | None:
+def _read(source: Source, rel: str, budget: Budget | None, kept: KeptArrays | None = None) -> _Outcome | None:
     """Parse one header (None when the check's budget stopped it: not read, not broken)."""
     try:
-        header = read_gguf_metadata(source, rel, budget.deadline if budget is not None else None)
+        header = read_gguf_metadata(source, rel, budget.deadline if budget is not None else None, kept)
     except GGUFError as err:
         if budget is not None and budget.expired():
             budget.skip_for_time(f"GGUF headers ({rel} and the files after it)")

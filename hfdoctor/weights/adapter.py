@@ -8,8 +8,9 @@ resized embeddings) are saved as ordinary tensors.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from hfdoctor.bounded import patterns
 
@@ -17,10 +18,16 @@ from hfdoctor.knowledge import registry
 from hfdoctor.weights.headers import TensorInfo
 
 # Tensor names and adapter_config.json are repository data: every pattern here runs in RE2.
+# A LoRA tensor's name, `<module>.<kind>[.<adapter name>][.weight]` after PEFT's prefix. Read by
+# `_lora_parts` with string operations (the same answer: a test compares them), since an adapter
+# may name tens of thousands of tensors and each RE2 match with its groups costs a Python call
+# chain; the pattern is the definition, and reads what those leave aside (a line break).
 LORA_TENSOR = patterns.compile(
     r"^(?:base_model\.model\.)?(?P<module>.+?)\.(?P<kind>lora_A|lora_B|lora_embedding_A|lora_embedding_B)"
     r"(?:\.[A-Za-z0-9_]+)?(?:\.weight)?$")
-LAYER = patterns.compile(r"\.(?:layers|h|blocks)\.(\d+)\.")
+LORA_KINDS = frozenset({"lora_A", "lora_B", "lora_embedding_A", "lora_embedding_B"})
+PEFT_PREFIX = "base_model.model."
+LAYER_CONTAINERS = frozenset({"layers", "h", "blocks"})  # model.layers.<i>., transformer.h.<i>.
 # Modules whose input is the residual stream (hidden_size wide), and those that write to it.
 READS_HIDDEN = ("q_proj", "k_proj", "v_proj", "qkv_proj", "gate_proj", "up_proj", "gate_up_proj")
 WRITES_HIDDEN = ("o_proj", "down_proj")
@@ -56,9 +63,19 @@ class LoraModule:
         return self.a[0] if self.a else None
 
     @property
+    def matrices(self) -> bool:
+        """Its saved A and B are matrices, as every LoRA layer's are (a scalar or a 3-D tensor
+        fits none: PEFT's load fails with a size mismatch)."""
+        return all(shape is None or len(shape) == 2 for shape in (self.a, self.b))
+
+    @property
     def layer(self) -> int | None:
-        m = LAYER.search("." + self.name + ".")
-        return int(m.group(1)) if m else None
+        """The index after the first `layers.`, `h.` or `blocks.` of the name (up to 9 digits)."""
+        parts = self.name.split(".")
+        for container, index in zip(parts, parts[1:]):
+            if container in LAYER_CONTAINERS and 0 < len(index) <= 9 and index.isascii() and index.isdigit():
+                return int(index)
+        return None
 
 
 @dataclass
@@ -70,13 +87,13 @@ class AdapterWeights:
 def adapter_weights(tensors: dict[str, TensorInfo]) -> AdapterWeights:
     found = AdapterWeights()
     for name, info in tensors.items():
-        m = LORA_TENSOR.match(name)
-        if m is None:
+        parts = _lora_parts(name)
+        if parts is None:
             if "lora_magnitude_vector" not in name:  # DoRA's magnitude: part of the LoRA layer
-                found.full[name.removeprefix("base_model.model.")] = tuple(info.shape)
+                found.full[name.removeprefix(PEFT_PREFIX)] = tuple(info.shape)
             continue
-        module = found.modules.setdefault(m.group("module"), LoraModule(m.group("module")))
-        kind = m.group("kind")
+        name, kind = parts
+        module = found.modules.setdefault(name, LoraModule(name))
         module.embedding = module.embedding or kind.startswith("lora_embedding")
         if kind.endswith("A"):
             module.a = tuple(info.shape)
@@ -85,28 +102,158 @@ def adapter_weights(tensors: dict[str, TensorInfo]) -> AdapterWeights:
     return found
 
 
-def rank_for(config: dict[str, Any], module: str) -> int | None:
-    """The rank PEFT gives `module`: rank_pattern's first matching key, else r."""
-    pattern = config.get("rank_pattern")
-    if isinstance(pattern, dict):
-        for key, value in pattern.items():
+# rank_pattern keys tried per adapter: each is a regex RE2 compiles (milliseconds for a big one);
+# a module no key among the first ones matches may match a later one, so its rank is unknown.
+MAX_RANK_PATTERN_KEYS = 256
+# target_modules entries indexed, and the dot-separated parts of one: real lists name a few leaves
+# or a few thousand full module paths; an entry past either bound is not judged.
+MAX_TARGETS = 100_000
+MAX_TARGET_PARTS = 64
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
+class RankPatterns:
+    """rank_pattern as PEFT applies it: the rank of the first key whose `(.*\\.)?(key)$` matches the
+    module's name from its start, else r (LoraModel._create_and_replace via get_pattern_key).
+
+    Each key is compiled once, by RE2 with its small program limit, and only the first
+    MAX_RANK_PATTERN_KEYS keys are tried (and none after `deadline`): `rank` is None (unknown)
+    for a module that no key tried matches while others were left untried."""
+
+    def __init__(self, config: dict[str, Any], deadline: float | None = None):
+        pattern = config.get("rank_pattern")
+        self.items = list(pattern.items()) if isinstance(pattern, dict) else []
+        self.deadline = deadline
+        self._compiled: list[tuple[Any, Any]] = []  # (compiled or None, rank), in key order
+        self.unknown = 0  # modules whose rank was asked and is unknown (keys left untried)
+        r = config.get("r")
+        self.default = r if isinstance(r, int) and not isinstance(r, bool) else None
+
+    def _keys(self) -> Iterator[tuple[Any, Any]]:
+        yield from self._compiled
+        while len(self._compiled) < min(len(self.items), MAX_RANK_PATTERN_KEYS):
+            if _past(self.deadline):
+                return
+            key, value = self.items[len(self._compiled)]
             # PEFT's own concatenation; a key RE2 refuses (or that is not text) matches nothing.
-            compiled = patterns.compile_untrusted(rf"(.*\.)?{key}") if isinstance(key, str) else None
-            if compiled is not None and compiled.fullmatch(module):
-                return value if isinstance(value, int) else None
-    r = config.get("r")
-    return r if isinstance(r, int) and not isinstance(r, bool) else None
+            compiled = patterns.compile_untrusted(rf"(.*\.)?({key})$", cache=False) if isinstance(key, str) else None
+            self._compiled.append((compiled, value))
+            yield compiled, value
+
+    @property
+    def tried(self) -> int:
+        return len(self._compiled)
+
+    @property
+    def complete(self) -> bool:
+        """Every key was tried (the ranks found are PEFT's)."""
+        return len(self._compiled) == len(self.items)
+
+    def rank(self, module: str) -> int | None:
+        """The rank PEFT gives `module`, or None when unknown."""
+        for compiled, value in self._keys():
+            if compiled is not None and compiled.match(module):
+                return value if isinstance(value, int) and not isinstance(value, bool) else None
+            if _past(self.deadline):  # a match can cost milliseconds on a long name (RE2's NFA)
+                break
+        else:
+            if self.complete:
+                return self.default
+        self.unknown += 1
+        return None
+
+
+def _lora_parts(name: str) -> tuple[str, str] | None:
+    """(module, kind) of a LoRA tensor's name, as LORA_TENSOR reads it; None for another tensor."""
+    if "\n" in name:
+        m = LORA_TENSOR.match(name)
+        return (m.group("module"), m.group("kind")) if m else None
+    for rest in ((name[len(PEFT_PREFIX):], name) if name.startswith(PEFT_PREFIX) else (name,)):
+        parts = rest.rsplit(".", 3)
+        n = len(parts)
+        # The kind is among the last three parts: after it come an adapter name and `weight`, at most.
+        for at in range(max(1, n - 3), n):
+            after = parts[at + 1:]
+            if parts[at] not in LORA_KINDS or (len(after) == 2 and after[1] != "weight"):
+                continue
+            if after and not (after[0].isascii() and after[0].replace("_", "a").isalnum()):
+                continue
+            module = ".".join(parts[:at])
+            if module:
+                return module, parts[at]
+    return None
+
+
+def rank_for(config: dict[str, Any], module: str) -> int | None:
+    """The rank PEFT gives `module`: rank_pattern's first matching key, else r (one module;
+    RankPatterns compiles the keys once for many)."""
+    return RankPatterns(config).rank(module)
+
+
+class ModuleTargets:
+    """PEFT's matching of target_modules against module names (check_target_module_exists).
+
+    A string is a regex the whole name must match. A list names modules: a name is targeted
+    when it is an entry or ends with "." + an entry, that is when the entry's dot-separated
+    parts are the name's last parts. The entries are indexed by those parts, so that a name
+    costs a dictionary lookup per distinct entry length, whatever the number of entries
+    (testing every name against every entry took minutes for 20,000 of each)."""
+
+    def __init__(self, target: Any, deadline: float | None = None):
+        self.regex = patterns.compile_untrusted(target, cache=False) if isinstance(target, str) else None
+        self.deadline = deadline  # for the regex: each match is linear in the name, the names are many
+        self.unknown = 0  # names the regex was not matched against (the deadline passed)
+        self.is_list = isinstance(target, list)
+        self.unjudged: list[str] = []  # entries past the bounds: neither matched nor unmatched
+        self._by_parts: dict[tuple[str, ...], str] = {}
+        for entry in (target if self.is_list else []):
+            if not isinstance(entry, str):
+                continue
+            parts = tuple(entry.split(".", MAX_TARGET_PARTS))
+            if len(parts) > MAX_TARGET_PARTS or len(self._by_parts) >= MAX_TARGETS:
+                self.unjudged.append(entry)
+            else:
+                self._by_parts.setdefault(parts, entry)
+        self._lengths = sorted({len(parts) for parts in self._by_parts})
+
+    @property
+    def entries(self) -> list[str]:
+        """The list entries that are judged, each once."""
+        return list(self._by_parts.values())
+
+    def matches(self, name: str) -> list[str]:
+        """The list entries that target `name`."""
+        if not self._lengths:
+            return []
+        parts = name.rsplit(".", self._lengths[-1])
+        found = []
+        for n in self._lengths:
+            if n > len(parts):
+                break
+            entry = self._by_parts.get(tuple(parts[-n:]))  # n < len(parts), or the name split whole
+            if entry is not None:
+                found.append(entry)
+        return found
+
+    def targets(self, name: str) -> bool | None:
+        """Whether PEFT creates a LoRA layer for `name`; None when that is unknown (a regex RE2
+        refuses, entries past the bounds, the deadline passed)."""
+        if self.is_list:
+            return True if self.matches(name) else (None if self.unjudged else False)
+        if self.regex is None:
+            return None
+        if _past(self.deadline):
+            self.unknown += 1
+            return None
+        return self.regex.fullmatch(name) is not None
 
 
 def targeted(target: Any, module: str) -> bool:
-    """PEFT's own matching: a string is a regex the whole module name must match; a list
-    names module leaves (or full names, or name suffixes after a dot)."""
-    if isinstance(target, str):
-        compiled = patterns.compile_untrusted(target)  # None: RE2 refuses it (backreferences...)
-        return compiled is not None and compiled.fullmatch(module) is not None
-    if isinstance(target, list):
-        return any(isinstance(t, str) and (module == t or module.endswith("." + t)) for t in target)
-    return False
+    """PEFT's own matching of one module (ModuleTargets indexes the entries once for many)."""
+    return ModuleTargets(target).targets(module) is True
 
 
 def local_path(value: str) -> bool:

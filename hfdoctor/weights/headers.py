@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from hfdoctor.bounded import patterns
 from hfdoctor.bounded.budget import Budget
+from hfdoctor.bounded.parsing import too_many_values
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
 from hfdoctor.repo.facts import fact
@@ -142,6 +143,9 @@ def read_safetensors_header(where: str | os.PathLike[str] | Source, rel: str | N
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise WeightFileError(f"has a header that is not UTF-8 text (byte {err.start})") from None
+    too_many = too_many_values(raw)  # 100 MB of `{}` would be 33 million dicts
+    if too_many is not None:
+        raise HeaderSkipped(f"its header holds {too_many}, more than hfdoctor parses")
     try:
         header = json.loads(text, object_pairs_hook=_object_without_duplicates)
     except json.JSONDecodeError as err:

@@ -7,7 +7,7 @@ import os
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hfdoctor.bounded.budget import DEFAULT_BYTES, DEFAULT_SECONDS, Budget, read_at_most
+from hfdoctor.bounded.budget import DEFAULT_BYTES, DEFAULT_SECONDS, MAX_SKIPPED, Budget, read_at_most
 
 
 @given(st.integers(0, 1000), st.lists(st.integers(0, 400), max_size=20))
@@ -38,6 +38,27 @@ def test_skip_records_each_thing_once_in_order():
         "model.safetensors (the 3 GiB read budget of this repository ran out)",
         "template (a name that starts like another one is another thing)",
     ]
+
+
+def test_skips_under_one_key_are_one_entry_and_the_entries_are_bounded():
+    """A GGUF of 20,000 named templates skipped each (a scan of every earlier entry each time: 88 s);
+    one key stands for "X and any after it", and past MAX_SKIPPED only a count is kept."""
+    budget = Budget()
+    for i in range(20_000):
+        budget.skip(f"the template t{i} and any after it", "out of time", key="templates")
+    assert budget.skipped == ["the template t0 and any after it (out of time)"] and budget.noted("templates")
+    for i in range(MAX_SKIPPED + 10):
+        budget.skip(f"file {i}", "unreadable")
+    assert len(budget.skipped) == MAX_SKIPPED and budget.skipped_more == 11
+    assert not budget.noted("file -1") and budget.noted("file 3")
+
+
+def test_what_a_check_keeps_is_charged_against_its_allowance():
+    budget = Budget(keep_bytes=100)
+    budget.keep(60)
+    assert budget.keeping_left() == 40
+    budget.keep(60)  # charged after the fact: it may pass the allowance once
+    assert budget.keeping_left() == 0
 
 
 def test_a_spent_deadline_leaves_nothing():

@@ -341,3 +341,37 @@ def test_escape_style_is_read_escape_by_escape(text, expected):
         style = je.detect_style(text, ensure_ascii_default=default)
         for name, value in expected.items():
             assert getattr(style, name) == (default if value is None else value), (text, name, default)
+
+
+@pytest.mark.parametrize("block", [1, 7, 1 << 16])
+def test_json_index_lines_are_counted_per_block(monkeypatch, block):
+    """A table of one count per block, not one offset per line break (a 64 MB file of blank lines
+    held two gigabytes of them)."""
+    monkeypatch.setattr(jt, "LINE_BLOCK", block)
+    rng = random.Random(block)
+    data = bytes(rng.choice(b"\n\nab") for _ in range(500))
+    index = jt.JsonIndex(data)
+    for offset in [0, 1, 6, 7, 8, 250, 499, 500]:
+        assert index.line(offset) == data.count(b"\n", 0, offset) + 1
+
+
+def test_json_index_walks_a_large_object_a_few_times_without_keeping_it(monkeypatch):
+    monkeypatch.setattr(jt, "MAX_INDEXED_MEMBERS", 3)
+    data = json.dumps({f"k{i}": [i, {"x": i}] for i in range(10)}, indent=1).encode()
+    index = jt.JsonIndex(data)
+    expected = {f"/k{i}/1/x": jt.line_of_pointer(data, f"/k{i}/1/x") for i in range(10)}
+    assert all(expected.values())
+    found = {pointer: index.line_of_pointer(pointer) for pointer in expected}
+    assert list(found.values())[:jt.MAX_LARGE_WALKS] == list(expected.values())[:jt.MAX_LARGE_WALKS]
+    assert index._members[jt.skip_whitespace(data, 0)] is None  # not kept
+    many = jt.JsonIndex(data)
+    answers = [many.line_of_pointer("/k9") for _ in range(jt.MAX_LARGE_WALKS + 2)]
+    assert answers[:jt.MAX_LARGE_WALKS] == [jt.line_of_pointer(data, "/k9")] * jt.MAX_LARGE_WALKS
+    assert answers[-1] is None  # past the walks a file allows: the line is unknown
+
+
+def test_json_index_keeps_item_offsets_as_machine_integers():
+    data = json.dumps(list(range(1000))).encode()
+    index = jt.JsonIndex(data)
+    assert index.line_of_pointer("/999") == 1 and index.line_of_pointer("/1000") is None
+    assert index._items[0].itemsize == 8 and len(index._items[0]) == 1000

@@ -115,3 +115,33 @@ def test_gc_paused_restores_the_collector_even_when_the_parse_fails():
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+def test_json_that_would_build_too_many_values_is_refused_before_parsing(monkeypatch):
+    """63 MB of `{}` (65 KB as a git blob) parsed into 21 million dicts: 1.7 GB. Bytes and depth bound
+    neither; the brackets and commas counted at C speed do (brackets inside strings count too)."""
+    from hfdoctor.bounded import parsing
+
+    monkeypatch.setattr(parsing, "MAX_CONTAINERS", 100)
+    monkeypatch.setattr(parsing, "MAX_VALUES", 300)
+    with pytest.raises(ParseError, match="more than 100 arrays and objects"):
+        load_json("[" + "{}," * 100 + "{}]")
+    with pytest.raises(ParseError, match="more than 300 values"):
+        load_json("[" + "0," * 300 + "0]")
+    assert load_json("[" + "{}," * 98 + "{}]") == [{}] * 99  # 100 with the outer array
+    assert parsing.too_many_values(b'{"a": "[[[[,,,,"}') is None
+
+
+def test_a_large_parse_is_remembered_only_when_it_is_not_too_heavy(monkeypatch):
+    """The memo of large parses held two tokenizer.json values whatever their size: it weighs each
+    by its values (the brackets and commas) and keeps at most its max_bytes of them."""
+    from hfdoctor.bounded import parsing
+
+    parsing.LARGE_PARSES.clear()
+    light = json.dumps({"x": "a" * parsing.GC_PAUSE_BYTES})
+    assert load_json(light) is load_json(light)  # remembered: one value
+    heavy = json.dumps([0] * (parsing.GC_PAUSE_BYTES // 2))
+    monkeypatch.setattr(parsing.LARGE_PARSES, "max_bytes", len(heavy) * 2)
+    assert load_json(heavy) is not load_json(heavy)  # ~40x its bytes parsed: never held
+    assert len(parsing.LARGE_PARSES) == 1 and parsing.LARGE_PARSES.held_bytes <= parsing.LARGE_PARSES.max_bytes
+    parsing.LARGE_PARSES.clear()

@@ -102,6 +102,23 @@ def test_rank_that_differs_from_the_weights(adapter, base_model, tmp_path):
     assert str(finding.severity) == "error" and "rank 8 but adapter_config.json gives r=16" in finding.message
 
 
+def test_a_lora_weight_that_is_not_a_matrix(adapter, base_model, tmp_path):
+    """A scalar lora_A (shape []) crashed ADP001 (IndexError, exit 2); PEFT's load fails on it."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = copy_adapter(adapter, tmp_path)
+    tensors = load_file(folder / "adapter_model.safetensors")
+    name = sorted(k for k in tensors if k.endswith("lora_A.weight"))[0]
+    tensors[name] = torch.zeros((), dtype=tensors[name].dtype)
+    save_file(tensors, folder / "adapter_model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        peft_loads(base_model, folder)
+    [finding] = findings(folder)
+    assert str(finding.severity) == "error" and "1 LoRA module(s) save A or B as something other than a matrix" \
+        in finding.message and "A []" in finding.message
+
+
 def test_targets_without_weights_and_weights_without_targets(adapter, tmp_path):
     folder = copy_adapter(adapter, tmp_path, target_modules=["q_proj", "v_proj", "query_key_value"])
     [finding] = findings(folder)

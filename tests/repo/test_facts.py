@@ -140,6 +140,23 @@ def test_a_memo_keeps_the_most_recently_used(operations, bound):
 
 
 
+def test_a_memo_bounded_in_bytes_lets_the_oldest_go_past_them():
+    """Template analyses can hold megabytes each: a catalog brought one per repository, and 64 entries
+    held gigabytes. A memo given max_bytes weighs each value once, when it is put."""
+    table: memo.Memo[str, str] = memo.Memo("test: weighed", 64, max_bytes=10, weigh=len)
+    for key in ("a", "b", "c"):
+        table.put(key, key * 4)  # 4 bytes each
+    assert "a" not in table and "b" in table and "c" in table and table.held_bytes == 8
+    table.put("b", "b" * 6)  # weighed again: 6 + 4
+    assert table.held_bytes == 10 and "c" in table
+    table.put("huge", "x" * 11)  # heavier than the whole memo: never held, nothing else lost
+    assert "huge" not in table and len(table) == 2 and table.held_bytes == 10
+    table.clear()
+    assert table.held_bytes == 0 and len(table) == 0
+    with pytest.raises(ValueError):
+        memo.Memo("test: half-bounded", 4, max_bytes=10)
+
+
 def test_a_memo_is_safe_across_threads():
     """`fix --pr --jobs N` checks repositories in threads that share the memos (the compiled
     templates were lru_caches, which are thread-safe): another thread evicting the entry a

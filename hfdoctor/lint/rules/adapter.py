@@ -12,11 +12,13 @@ from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.repo.modelfile import modelfile
-from hfdoctor.weights.adapter import (READS_HIDDEN, WRITES_HIDDEN, AdapterWeights, adapter_weights, local_path,
-                                      quantized_copy, rank_for, registry_base, registry_release, targeted)
+from hfdoctor.weights.adapter import (MAX_RANK_PATTERN_KEYS, READS_HIDDEN, WRITES_HIDDEN, AdapterWeights,
+                                      ModuleTargets, RankPatterns, adapter_weights, local_path, quantized_copy,
+                                      registry_base, registry_release)
 from hfdoctor.weights.headers import repo_weights
 
 VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
+SHOWN = 5  # names a message lists before "and N more"
 # Names of the input and output embeddings across architectures (a saved whole tensor carries them).
 EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings", "output_layer")
 
@@ -178,28 +180,47 @@ def _modelfile_problems(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
 
 
+def _some(names: list[str], shown: int = SHOWN, sep: str = ", ") -> str:
+    """The first few of `names` (repository text: each shortened), and how many more."""
+    listed = sep.join(name if len(name) <= 160 else name[:160] + "…" for name in names[:shown])
+    return listed + (f" and {len(names) - shown:,} more" if len(names) > shown else "")
+
+
 def _rank_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
+    odd = [m for m in weights.modules.values() if not m.matrices]
+    if odd:
+        first = odd[0]
+        yield self.finding(
+            repo,
+            f"{len(odd)} LoRA module(s) save A or B as something other than a matrix (e.g. {_some([first.name])}: A "
+            f"{list(first.a) if first.a is not None else None}, B {list(first.b) if first.b is not None else None}): "
+            "every LoRA layer is a pair of matrices, so PEFT's load fails with a size mismatch.", file=ADAPTER_CONFIG)
+    ranks = RankPatterns(config, repo.budget.deadline)
     wrong, torn = [], []
     for module in weights.modules.values():
+        if not module.matrices:
+            continue
         a_rank = module.a[0] if module.a else None
         b_rank = module.b[-1] if module.b else None
-        if module.embedding:
-            a_rank, b_rank = (module.a[0] if module.a else None), (module.b[-1] if module.b else None)
         if a_rank is not None and b_rank is not None and a_rank != b_rank:
             torn.append(f"{module.name} (A rank {a_rank}, B rank {b_rank})")
             continue
-        want = rank_for(config, module.name)
+        want = ranks.rank(module.name)
         if want is not None and a_rank is not None and a_rank != want:
             wrong.append((module.name, a_rank, want))
+    if ranks.unknown:
+        repo.budget.skip(f"the rank of {ranks.unknown:,} LoRA module(s) that none of the first {ranks.tried:,} "
+                         f"rank_pattern keys matches", f"hfdoctor tries at most {MAX_RANK_PATTERN_KEYS} keys, while "
+                         "the time budget of this repository lasts")
     if torn:
-        yield self.finding(repo, f"LoRA A and B disagree on the rank: {', '.join(torn[:3])}: no loader can build "
+        yield self.finding(repo, f"LoRA A and B disagree on the rank: {_some(torn)}: no loader can build "
                            "these layers.", file=ADAPTER_CONFIG)
     if wrong:
         name, got, want = wrong[0]
         yield self.finding(
             repo,
-            f"{len(wrong)} LoRA modules have rank {got} but adapter_config.json gives r={want} (e.g. {name}): PEFT "
-            "builds rank-{want} layers and the load fails with a size mismatch. Make r (or rank_pattern) say "
+            f"{len(wrong)} LoRA modules have rank {got} but adapter_config.json gives r={want} (e.g. {_some([name])}): "
+            "PEFT builds rank-{want} layers and the load fails with a size mismatch. Make r (or rank_pattern) say "
             "what was trained.".replace("{want}", str(want)),
             file=ADAPTER_CONFIG, pointer="/r",
         )
@@ -208,25 +229,35 @@ def _rank_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights:
 def _target_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
     target = config.get("target_modules")
     names = list(weights.modules)
-    if isinstance(target, list) and names:
-        unused = [t for t in target if isinstance(t, str) and not any(targeted([t], n) for n in names)]
-        if unused:
-            yield self.finding(
-                repo,
-                f"target_modules names {', '.join(unused)} but the adapter holds no LoRA weights for them: the base "
-                "it was trained on has no such modules, so fewer modules were adapted than configured (a recipe "
-                "written for another architecture?).",
-                file=ADAPTER_CONFIG, pointer="/target_modules", severity=Severity.WARNING,
-            )
-    if target is not None and names:
-        stray = [n for n in names if not targeted(target, n)]
-        if stray:
-            yield self.finding(
-                repo,
-                f"the adapter holds LoRA weights for {len(stray)} modules target_modules does not match "
-                f"(e.g. {stray[0]}): PEFT creates no layer for them and drops those weights on load.",
-                file=ADAPTER_CONFIG, pointer="/target_modules", severity=Severity.WARNING,
-            )
+    if target is None or not names:
+        return
+    targets = ModuleTargets(target, repo.budget.deadline)
+    used: set[str] = set()
+    stray = []
+    for name in names:
+        matched = targets.matches(name) if targets.is_list else []
+        used.update(matched)
+        if not matched and targets.targets(name) is False:
+            stray.append(name)
+    if targets.unknown:
+        repo.budget.skip(f"whether target_modules matches {targets.unknown:,} LoRA module(s)",
+                         "the time budget of this repository ran out")
+    unused = [t for t in targets.entries if t not in used]
+    if unused:
+        yield self.finding(
+            repo,
+            f"target_modules names {_some(unused)} but the adapter holds no LoRA weights for them: the base "
+            "it was trained on has no such modules, so fewer modules were adapted than configured (a recipe "
+            "written for another architecture?).",
+            file=ADAPTER_CONFIG, pointer="/target_modules", severity=Severity.WARNING,
+        )
+    if stray:
+        yield self.finding(
+            repo,
+            f"the adapter holds LoRA weights for {len(stray)} modules target_modules does not match "
+            f"(e.g. {_some(stray[:1])}): PEFT creates no layer for them and drops those weights on load.",
+            file=ADAPTER_CONFIG, pointer="/target_modules", severity=Severity.WARNING,
+        )
 
 
 def _base_shape_problems(repo: ModelRepo, self: Rule, base: str, weights: AdapterWeights) -> Iterator[Finding]:
@@ -237,7 +268,7 @@ def _base_shape_problems(repo: ModelRepo, self: Rule, base: str, weights: Adapte
     hidden, layers = release.dims.get("hidden_size"), release.dims.get("num_hidden_layers")
     problems = []
     for module in weights.modules.values():
-        if module.embedding or module.a is None or module.b is None:
+        if module.embedding or module.a is None or module.b is None or not module.matrices:
             continue
         if hidden and module.leaf in READS_HIDDEN and module.a[-1] != hidden:
             problems.append(f"{module.name} reads {module.a[-1]} features")
@@ -249,8 +280,7 @@ def _base_shape_problems(repo: ModelRepo, self: Rule, base: str, weights: Adapte
         yield self.finding(
             repo,
             f"the adapter does not fit {release.repo} (hidden size {hidden}, {layers} layers) that "
-            f"base_model_name_or_path {base!r} names: {'; '.join(problems[:3])}"
-            + (f" and {len(problems) - 3} more" if len(problems) > 3 else "")
+            f"base_model_name_or_path {base!r} names: {_some(problems, 3, '; ')}"
             + ". It was trained on another model: PEFT's load fails with a size mismatch.",
             file=ADAPTER_CONFIG, pointer="/base_model_name_or_path",
         )
@@ -287,7 +317,7 @@ def _vocab_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights
 def _serving_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], weights: AdapterWeights) -> Iterator[Finding]:
     saved = config.get("modules_to_save")
     if (isinstance(saved, list) and saved) or weights.full:
-        what = ", ".join(list(weights.full)[:3]) or ", ".join(str(s) for s in saved)
+        what = _some(list(weights.full)) or _some([str(s) for s in saved])
         yield self.finding(
             repo,
             f"the adapter trains whole modules beside LoRA ({what}"

@@ -62,8 +62,10 @@ def not_a_model_repo(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def check_incomplete(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A time or byte budget ran out, or part of the repository could not be listed: names what was not checked.
 
-    Why: every check of a repository has one allowance of time (30 s) and of bytes read
-    (2 GiB) for everything it does: template renders, headers, pickle scans, git blobs.
+    Why: every check of a repository has one allowance of time (30 s), of bytes read (2 GiB)
+    and of memory kept (256 MiB of template renders) for everything it does: template renders,
+    headers, pickle scans, git blobs; and each reader has its own bounds (a template's source,
+    a GGUF vocabulary, the values of a JSON file).
     A real checkpoint needs a fraction of it; a repository that exhausts it (a hundred
     templates that each render until their limit, headers describing millions of tensors,
     a tree nested thousands of directories deep, a directory the user may not read) is
@@ -77,10 +79,11 @@ def check_incomplete(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Fix: none; look at what was skipped by hand, or raise the budget
     (HFDOCTOR_BUDGET_SECONDS, HFDOCTOR_BUDGET_BYTES) when the repository is trusted and large.
     """
-    skipped = repo.budget.skipped
+    skipped, more = repo.budget.skipped, repo.budget.skipped_more
     if not skipped:
         return
-    shown = "; ".join(skipped[:6]) + (f"; and {len(skipped) - 6} more" if len(skipped) > 6 else "")
+    more += max(0, len(skipped) - 6)
+    shown = "; ".join(skipped[:6]) + (f"; and {more:,} more" if more else "")
     yield self.finding(repo, f"not checked: {shown}. The findings above cover only the rest of the repository.")
 
 

@@ -10,6 +10,7 @@ from typing import Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.bounded import patterns
 from hfdoctor.knowledge import registry
+from hfdoctor.chat.analysis import template_reading
 from hfdoctor.chat.triggers import TemplateText, read_template, stored
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
@@ -106,7 +107,7 @@ def template_backdoor(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """
     flagged: set[str] = set()
     for source in template_sources(repo):
-        read = read_template(source.text)
+        read = template_reading(repo, source)
         if read is None:
             continue
         for trigger in read.triggers:
@@ -137,9 +138,10 @@ def _new_text(repo: ModelRepo, self: Rule, flagged: set[str]) -> Iterator[Findin
     if not upstream or source.text in upstream or any(
             v.template and source.text and _sha(source.text) in v.template_shas() for v in variants):
         return
-    ours = read_template(source.text)
+    ours = template_reading(repo, source)
     if ours is None:
         return
+    # the family's own upstream templates: hfdoctor's shipped text, read in this process
     known = " ".join(" ".join(text.split()) for t in upstream for _, text in (read_template(t) or _EMPTY).emitted)
     reported = set()
     for line, text in ours.emitted:

@@ -223,6 +223,12 @@ def _handles_system(text: str) -> bool:
     return SYSTEM_TEST.search(text) is not None
 
 
+# Markers judged, and missing markers reported one by one (real templates emit a few dozen
+# markers in all; judging a tag costs a spelling comparison with the tags nearest it).
+MAX_MARKERS_JUDGED = 1000
+MAX_MARKERS_REPORTED = 100
+
+
 @rule("TPL005", "template-unknown-token", Severity.ERROR, fix=FixAvailability.NONE)
 def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A marker the template emits is not a single token of the vocabulary.
@@ -257,13 +263,24 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     source, analysis = found
     added = sorted(repo.added_token_strings)
-    emitted = capabilities.emitted_markers(analysis)
+    emitted = capabilities.emitted_markers(analysis, MAX_MARKERS_JUDGED)
+    if len(emitted) > MAX_MARKERS_JUDGED:
+        repo.budget.skip(f"the markers the chat template emits after the first {MAX_MARKERS_JUDGED:,} "
+                         "(template-unknown-token)", "too many to judge one by one")
+        emitted = emitted[:MAX_MARKERS_JUDGED]
     missing = capabilities.expected_tokens(emitted, vocab, added)
     if not missing:
         return
+    if len(missing) > MAX_MARKERS_REPORTED:
+        repo.budget.skip(f"{len(missing) - MAX_MARKERS_REPORTED:,} more markers the chat template emits that are not "
+                         f"tokens of the vocabulary either (template-unknown-token reports the first "
+                         f"{MAX_MARKERS_REPORTED})", "too many to report one by one")
+        missing = missing[:MAX_MARKERS_REPORTED]
     # A renamed marker most likely replaced a token the template no longer emits.
-    unused = [t for t in added if t not in emitted]
+    emitted_set = set(emitted)
+    unused = [t for t in added if t not in emitted_set]  # sorted, as `added` is
     upstream = _family_upstream_texts(repo)  # read once, whatever the number of missing markers
+    upstream_markers = _upstream_markers(upstream, added)
     for marker in missing:
         pieces = ""
         if repo.tokenizer is not None:
@@ -275,7 +292,7 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         close = _closest(marker, unused)
         hint = f" Did you mean {close!r}?" if close else ""
         line = line_of_text(source, marker)
-        foreign = _foreign_to_upstream(upstream, marker, emitted, added)
+        foreign = _foreign_to_upstream(upstream, marker, emitted_set, upstream_markers)
         if foreign is not None:
             # No upstream template of the family writes this marker at all (a role upstream lacks,
             # such as a tool turn a training framework's template adds): the model was never trained
@@ -309,19 +326,27 @@ def _family_upstream_texts(repo: ModelRepo) -> tuple[str, list[str]] | None:
     return None if any(text is None for text in texts) else (fam.display, texts)
 
 
-def _foreign_to_upstream(upstream: tuple[str, list[str]] | None, marker: str, emitted: set[str] | list[str],
-                         added: list[str]) -> str | None:
+def _upstream_markers(upstream: tuple[str, list[str]] | None, added: list[str]) -> set[str]:
+    """The added tokens that the family's upstream templates write."""
+    if upstream is None:
+        return set()
+    _, texts = upstream
+    return {token for token in added if any(token in text for text in texts)}
+
+
+def _foreign_to_upstream(upstream: tuple[str, list[str]] | None, marker: str, emitted: set[str],
+                         upstream_markers: set[str]) -> str | None:
     """The family's name when `marker` is an extra the template adds, not a renamed marker: none of
     the family's upstream templates contains `marker`, and this template still renders every added
-    token they write (a typo such as `<|im_begin|>` for `<|im_start|>` drops one). Else None: no
-    evidence either way (also when the family or its upstream templates are unknown)."""
+    token they write (`upstream_markers`: a typo such as `<|im_begin|>` for `<|im_start|>` drops
+    one). Else None: no evidence either way (also when the family or its upstream templates are
+    unknown)."""
     if upstream is None:
         return None
     family, texts = upstream
     if any(marker in text for text in texts):
         return None
-    upstream_markers = {token for token in added if any(token in text for text in texts)}
-    return family if upstream_markers and upstream_markers <= set(emitted) else None
+    return family if upstream_markers and upstream_markers <= emitted else None
 
 
 def _written_as_text_upstream(repo: ModelRepo, marker: str) -> tuple[Facet, ...]:
@@ -353,13 +378,14 @@ def _text_marker_format(marker: str, missing: list[str], vocab: dict[str, int]) 
 
 
 def _closest(marker: str, tokens: list[str]) -> str | None:
-    """The token `marker` most likely misspells: longest shared start, then similarity."""
-    def score(token: str) -> tuple[int, float]:
-        shared = len(os.path.commonprefix([marker, token]))
-        return shared, difflib.SequenceMatcher(None, marker, token).ratio()
-
-    candidates = [t for t in tokens if difflib.SequenceMatcher(None, marker, t).ratio() >= 0.5]
-    return max(candidates, key=score, default=None)
+    """The token `marker` most likely misspells: longest shared start, then similarity. `tokens` is
+    sorted; among thousands only those nearest `marker` in that order are compared (they share
+    its longest start)."""
+    scored = [(len(os.path.commonprefix([marker, t])), difflib.SequenceMatcher(None, marker, t).ratio(), t)
+              for t in capabilities.nearest(marker, tokens)]
+    # the first of the best, in `tokens` order
+    best = max(((shared, ratio, -i) for i, (shared, ratio, _) in enumerate(scored) if ratio >= 0.5), default=None)
+    return scored[-best[2]][2] if best is not None else None
 
 
 RULES = [chat_template_syntax_error, chat_template_render_error, template_unknown_token]
