@@ -193,7 +193,7 @@ def hostile_hub(hub):
 
 
 def test_a_hostile_repository_opens_an_inert_pull_request(hostile_hub):
-    from test_output_inert import MARKDOWN, RAW, assert_inert, assert_markdown_inert
+    from inert_checks import MARKDOWN, RAW, assert_inert, assert_markdown_inert
 
     proc = cli("fix", "acme/hostile", "--pr")
     assert proc.returncode in (0, 1), proc.stderr
@@ -219,7 +219,7 @@ def test_a_hostile_repository_opens_an_inert_pull_request(hostile_hub):
 
 
 def test_a_hostile_repository_prints_inert_lines(hostile_hub):
-    from test_output_inert import assert_inert
+    from inert_checks import assert_inert
 
     dry = cli("fix", "acme/hostile", "--pr", "--dry-run", token=None)
     assert dry.returncode in (0, 1), dry.stderr
@@ -236,7 +236,7 @@ def test_a_hostile_repository_prints_inert_lines(hostile_hub):
 
 
 def test_the_diff_is_byte_exact_and_under_github_actions_runs_no_command(hostile_hub, tmp_path, monkeypatch):
-    from test_output_inert import runner_commands
+    from inert_checks import runner_commands
 
     plain = cli("fix", "acme/hostile", "--diff", token=None)
     assert plain.returncode in (0, 1), plain.stderr

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from markdown_it import MarkdownIt
 from rich.console import Console
 
 from conftest import ROOT, run_cli
+from inert_checks import MARKDOWN, RAW, assert_inert, assert_markdown_inert, runner_commands
 from hfdoctor.findings import Finding, Report, Severity, TargetError
 from hfdoctor.report import inert
 from hfdoctor.report.github import write_github
@@ -43,17 +43,8 @@ HOSTILE = ("\n::add-mask::x\n::error file=a::b\n##[warning]w \x1b[31mred\x1b]8;;
 PICKLE = b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03."
 FILE_NAMES = [b"\n::error file=a::b.pkl", "x\x1b[31m\u202e.bin".encode(), b"bad\xff\xfe.pkl",
               b"[link=http:x]www.example.com.pkl", b"##[warning]w.pkl"]
-# What no output may hold raw: C0 controls but LF, DEL, C1, bidi, line separators, lone surrogates.
-RAW = set(map(chr, [*range(0x0A), *range(0x0B, 0x20), *range(0x7F, 0xA0), *inert.BIDI, *inert.SEPARATORS,
-                    *range(0xD800, 0xE000)]))
 FUZZ = settings(max_examples=200, deadline=timedelta(seconds=3), database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
-
-
-def assert_inert(out: str) -> None:
-    for line in out.split("\n"):
-        assert not inert.is_workflow_command(line), line
-        assert not RAW & set(line), (sorted(RAW & set(line)), line)
 
 
 @pytest.fixture(scope="module")
@@ -79,27 +70,6 @@ def check(root: Path, *args: str) -> str:
     assert "Traceback" not in proc.stderr and "MarkupError" not in proc.stderr
     assert_inert(proc.stderr)
     return proc.stdout
-
-
-def runner_commands(output: str) -> list[str]:
-    """The workflow commands GitHub's runner would run on this output: it reads lines split at CR
-    and LF, and between `::stop-commands::T` and a command named T (any case) runs none."""
-    import re
-
-    commands, stop = [], None
-    for raw in re.split(r"\r\n|\r|\n", output):
-        text = raw.lstrip()
-        if not text.startswith("::"):
-            continue
-        name = text[2:].split("::", 1)[0].split(" ", 1)[0]
-        if stop is not None:
-            if name.lower() == stop.lower():
-                stop = None
-            continue
-        commands.append(name)
-        if name == "stop-commands":
-            stop = text.split("::", 2)[2]
-    return commands
 
 
 def strings(value) -> list[str]:
@@ -179,23 +149,6 @@ def annotation(line: str) -> tuple[str, dict[str, str], str]:
     properties = dict(p.split("=", 1) for p in props.split(","))
     assert set(properties) <= {"file", "line", "title"}, line
     return level, properties, data
-
-
-MARKDOWN = MarkdownIt("gfm-like", {"html": True}).disable("linkify")  # linkify is checked as text below
-
-
-def assert_markdown_inert(markdown: str) -> list[str]:
-    """No HTML, no links, and outside text only in code spans; the code spans' contents."""
-    codes = []
-    for token in MARKDOWN.parse(markdown):
-        assert token.type != "html_block", token
-        for child in token.children or []:
-            assert child.type not in ("html_inline", "link_open", "image"), child
-            if child.type == "code_inline":
-                codes.append(child.content)
-            elif child.type == "text":
-                assert not any(s in child.content for s in ("www.", "http", "<", "::", "##[")), child.content
-    return codes
 
 
 def test_the_job_summary_puts_repository_text_in_code_spans(hostile, tmp_path):
