@@ -27,10 +27,11 @@ Nothing here imports the rest of hfdoctor.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from hfdoctor.bounded.budget import NotReadable, read_regular_file
 
 CONFIG_NAME = ".hfdoctor.toml"
 PYPROJECT = "pyproject.toml"
@@ -245,29 +246,9 @@ def read_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> bytes:
     """A configuration file on this disk, bounded: a regular file (after links: the user's own
     files) of at most `limit` bytes, opened without blocking (never a FIFO's wait)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot be read: {err.strerror or err}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{path}: not a regular file")
-        if st.st_size > limit:
-            raise ConfigError(f"{path}: {st.st_size:,} bytes, more than the {limit:,} hfdoctor reads")
-        chunks, total = [], 0
-        while total <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > limit:  # it grew while read
-            raise ConfigError(f"{path}: more than the {limit:,} bytes hfdoctor reads")
-        return b"".join(chunks)
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot be read: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
+        return read_regular_file(path, limit)
+    except NotReadable as err:
+        raise ConfigError(f"{path}: {err}") from None
 
 
 def load_file(path: str | os.PathLike[str]) -> Settings:

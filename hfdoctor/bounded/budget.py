@@ -16,6 +16,7 @@ Nothing here imports the rest of hfdoctor.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 
@@ -123,3 +124,33 @@ def read_at_most(fd: int, limit: int) -> bytes | None:
         chunks.append(chunk)
         total += len(chunk)
     return b"".join(chunks) if total <= limit else None
+
+
+class NotReadable(Exception):
+    """Why read_regular_file refused a path: it cannot be opened, is not a regular file, or is too large."""
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int, *, follow_symlinks: bool = True) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, opened without blocking (a FIFO is refused, never
+    waited on) and, with follow_symlinks=False, never through a symbolic link; NotReadable says why not."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise NotReadable(f"cannot be read: {err.strerror or err}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotReadable("not a regular file")
+        if info.st_size > limit:
+            raise NotReadable(f"{info.st_size:,} bytes, more than the {limit:,} hfdoctor reads")
+        data = read_at_most(fd, limit)
+    except OSError as err:
+        raise NotReadable(f"cannot be read: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
+    if data is None:  # it grew while read
+        raise NotReadable(f"more than the {limit:,} bytes hfdoctor reads")
+    return data

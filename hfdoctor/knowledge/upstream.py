@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import socket
-import stat
 import time
 from urllib.parse import urlparse
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from hfdoctor.knowledge.registry import CanonicalTemplate, Variant, data_file
 from hfdoctor.sources.base import SourceError
 from hfdoctor.sources.hub_cache import cache_folder, hf_cache_dir, ref_commit
 from hfdoctor.sources.revisions import check_revision, is_repo_id
-from hfdoctor.bounded.budget import read_at_most
+from hfdoctor.bounded.budget import NotReadable, read_regular_file
 from hfdoctor.bounded.memo import memoized
 
 # The most read of one upstream file (tokenizer_config.json, chat_template.jinja, config.json);
@@ -75,18 +74,9 @@ def read_inside(root: Path, rel: str, limit: int = MAX_UPSTREAM_FILE) -> bytes |
     if not real.is_relative_to(real_root):
         return None
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError:
+        return read_regular_file(real, limit)
+    except NotReadable:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        return read_at_most(fd, limit)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _from_cache(repo_id: str, filename: str, revision: str | None,

@@ -22,12 +22,11 @@ says nothing.
 from __future__ import annotations
 
 import os
-import stat
 import struct
 from pathlib import Path
 
 from hfdoctor.bounded import patterns
-from hfdoctor.bounded.budget import read_at_most
+from hfdoctor.bounded.budget import NotReadable, read_regular_file
 
 MAX_INDEX_BYTES = 64 * 1024 * 1024  # about 600,000 paths; hfdoctor walks at most 200,000 files
 MAX_PATH_BYTES = 4096  # PATH_MAX: git cannot check out a longer path
@@ -326,18 +325,9 @@ def _read_limited(path: Path, limit: int, root: Path | None) -> bytes | None:
     if root is not None and not _inside(path, root):
         return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0))
-    except OSError:
+        return read_regular_file(path, limit, follow_symlinks=False)
+    except NotReadable:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        return read_at_most(fd, limit)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _hash_size(git_dir: Path) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,3 +97,22 @@ def _read_pipe(data: bytes, limit: int) -> bytes | None:
 def test_read_at_most_gives_the_bytes_or_none_when_over_the_limit(data, limit):
     # A pipe has no size to check first: only what is read decides, as for a file that grew.
     assert _read_pipe(data, limit) == (data if len(data) <= limit else None)
+
+
+def test_read_regular_file_refuses_what_is_not_a_small_regular_file(tmp_path):
+    from hfdoctor.bounded.budget import NotReadable, read_regular_file
+
+    small = tmp_path / "small.json"
+    small.write_bytes(b"{}")
+    assert read_regular_file(small, 2) == b"{}"
+    with pytest.raises(NotReadable, match="more than the 1 "):
+        read_regular_file(small, 1)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opened without blocking, then refused: never a wait for a writer
+    with pytest.raises(NotReadable, match="not a regular file"):
+        read_regular_file(fifo, 100)
+    link = tmp_path / "link"
+    link.symlink_to(small)
+    assert read_regular_file(link, 100) == b"{}"
+    with pytest.raises(NotReadable, match="cannot be read"):
+        read_regular_file(link, 100, follow_symlinks=False)
