@@ -43,8 +43,9 @@ def runner_commands(output: str) -> list[str]:
 MARKDOWN = MarkdownIt("gfm-like", {"html": True}).disable("linkify")  # linkify is checked as text below
 
 
-def assert_markdown_inert(markdown: str) -> list[str]:
-    """No HTML, no links, and outside text only in code spans; the code spans' contents."""
+def assert_markdown_inert(markdown: str, also: tuple[str, ...] = ()) -> list[str]:
+    """No HTML, no links, and outside text only in code spans (nor any of `also`, such as "@" for a mention,
+    outside them); the code spans' contents."""
     codes = []
     for token in MARKDOWN.parse(markdown):
         assert token.type != "html_block", token
@@ -53,5 +54,5 @@ def assert_markdown_inert(markdown: str) -> list[str]:
             if child.type == "code_inline":
                 codes.append(child.content)
             elif child.type == "text":
-                assert not any(s in child.content for s in ("www.", "http", "<", "::", "##[")), child.content
+                assert not any(s in child.content for s in ("www.", "http", "<", "::", "##[", *also)), child.content
     return codes
