@@ -32,7 +32,14 @@ def read_limit(rel: str) -> int:
 
 
 class SourceError(Exception):
-    """The target cannot be checked at all (no such repo, no access, offline, time out): exit 2."""
+    """The target cannot be checked at all (no such repo, no access, offline, time out): exit 2.
+
+    `transient`: another try may succeed (no answer in time, a refused connection, HTTP 408, 429 or 5xx);
+    a long-running caller (the webhook runner) retries those, the command line reports them."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 class Unreadable(Exception):

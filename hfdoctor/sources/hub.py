@@ -50,6 +50,10 @@ class HubLimits:
     total_bytes: int = 1024 * MB  # all it downloads
 
 
+# Statuses after which another try may succeed (SourceError.transient).
+TRANSIENT_STATUSES = (408, 429, 500, 502, 503, 504)
+
+
 def endpoint() -> str:
     """HF_ENDPOINT as it is now (huggingface_hub reads it once, at import)."""
     from huggingface_hub import constants
@@ -84,7 +88,7 @@ class HubSource(Source):
         left = self.limits.deadline_s - (time.monotonic() - self.started)
         if left <= 0:
             raise SourceError(f"the Hub at {self.endpoint} did not answer within the "
-                              f"{self.limits.deadline_s:g} s hfdoctor allows a repository (--timeout)")
+                              f"{self.limits.deadline_s:g} s hfdoctor allows a repository (--timeout)", transient=True)
         return min(self.limits.request_s, left)
 
     def _listing(self) -> tuple[str, dict[str, Entry]]:
@@ -116,7 +120,8 @@ class HubSource(Source):
             with get_session().stream("GET", url, headers=headers, timeout=self._timeout(),
                                       follow_redirects=True) as response:
                 if response.status_code >= 400:
-                    raise SourceError(_api_error(self, response.status_code, response.headers.get("X-Error-Code")))
+                    raise SourceError(_api_error(self, response.status_code, response.headers.get("X-Error-Code")),
+                                      transient=response.status_code in TRANSIENT_STATUSES)
                 encoding = response.headers.get("content-encoding", "identity").strip().lower()
                 if encoding not in ("", "identity"):
                     raise SourceError(f"the Hub at {self.endpoint} sent {what} encoded ({encoding[:40]!r}) though "
@@ -133,7 +138,7 @@ class HubSource(Source):
         except SourceError:
             raise
         except Exception as err:  # httpx timeouts, refused connections, DNS: all "cannot reach"
-            raise SourceError(_network_failure(self, err)) from None
+            raise SourceError(_network_failure(self, err), transient=True) from None
         return b"".join(chunks)
 
     def entries(self) -> dict[str, Entry]:
@@ -182,7 +187,7 @@ class HubSource(Source):
         except HfHubHTTPError as err:
             raise Unreadable(f"cannot be downloaded: the Hub answered {_status(err)}") from None
         except Exception as err:
-            raise SourceError(_network_failure(self, err)) from None
+            raise SourceError(_network_failure(self, err), transient=True) from None
         return b"".join(chunks)
 
     def read(self, rel: str, limit: int | None = None) -> bytes:

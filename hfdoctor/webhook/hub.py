@@ -2,7 +2,7 @@
 
 - Every request has a timeout. HfApi's discussion calls take none, so while the runner serves,
   huggingface_hub's shared HTTP client gets a default one (`session_timeout`); the calls that pass
-  their own (model_info, the check's reads) keep theirs.
+  their own (the listing, the check's reads) keep theirs.
 - A call that fails for a reason that may pass (a timeout, a refused connection, HTTP 408, 429
   or 5xx) is tried again after 1, 2, 4... times `backoff_s` (a 429's Retry-After when it says
   more, up to a minute), `attempts` times in all; then it is HubUnavailable, which the runner
@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, TypeVar
 
-from hfdoctor.sources.revisions import is_commit_id
+from hfdoctor.sources.base import SourceError
+from hfdoctor.sources.hub import TRANSIENT_STATUSES
 
 T = TypeVar("T")
-TRANSIENT_STATUSES = (408, 429, 500, 502, 503, 504)
 MAX_RETRY_AFTER_S = 60.0
 MAX_DISCUSSIONS_READ = 50  # open discussions of ours read when looking for a push's marker
 
@@ -67,6 +67,8 @@ def describe(err: BaseException) -> str:
 def transient(err: BaseException) -> bool:
     from huggingface_hub.errors import HfHubHTTPError
 
+    if isinstance(err, SourceError):  # hfdoctor's own bounded reads (the listing) say which they are
+        return err.transient
     if isinstance(err, HfHubHTTPError):
         code = status_of(err)
         return code is None or code in TRANSIENT_STATUSES
@@ -125,11 +127,15 @@ class HubCalls:
         return self._me
 
     def commit_of(self, repo_id: str, revision: str, timeout: float) -> str:
-        info = self.call(f"read {revision} of {repo_id}", self.api.model_info, repo_id, revision=revision,
-                         timeout=timeout)
-        if not isinstance(info.sha, str) or not is_commit_id(info.sha):
-            raise HubRefused(f"read {revision} of {repo_id}: the Hub answered no commit id")
-        return info.sha
+        """The commit a revision is at, from the repository's listing read within check's bounds (a
+        listing of millions of files is refused, not read into memory) and checked to be a commit id."""
+        from hfdoctor.sources.hub import HubLimits, HubSource
+
+        def listed_commit() -> str:
+            return HubSource(repo_id, revision, token=self.token, hub_endpoint=self.endpoint,
+                             limits=HubLimits(request_s=timeout, deadline_s=timeout)).commit
+
+        return self.call(f"read {revision} of {repo_id}", listed_commit)
 
     def pull_request(self, repo_id: str, num: int):
         return self.call(f"read pull request #{num} of {repo_id}", self.api.get_discussion_details, repo_id, num)

@@ -163,3 +163,18 @@ def test_a_repo_id_that_is_a_path_is_never_asked_for(hub):
         with pytest.raises(SourceError, match="not a Hub repo id"):
             HubSource(bad, hub_endpoint=hub.endpoint)
     assert hub.requests == []
+
+
+def test_the_webhook_runner_reads_a_revision_through_the_same_bounded_listing(hub):
+    """The webhook runner resolves a pushed revision to its commit with the listing check reads: a mirror's
+    listing of 250,000 files is refused at once (HfApi.model_info read it whole)."""
+    from hfdoctor.webhook.hub import HubCalls, HubRefused
+
+    repo = qwen()
+    repo.info_body = huge_listing(repo.commit, 250_000)
+    hub.repos["acme/huge"] = repo
+    calls = HubCalls(token="hf_test", endpoint=hub.endpoint, backoff_s=0.01)
+    with pytest.raises(HubRefused, match="more than the 200,000"):
+        calls.commit_of("acme/huge", "main", timeout=30)
+    hub.repos["acme/fine"] = qwen()
+    assert calls.commit_of("acme/fine", "main", timeout=30) == hub.repos["acme/fine"].commit
