@@ -1,18 +1,15 @@
 """What a change did to a repository's findings: the ones it introduced, fixed, and left alone.
 
-Findings of two revisions are matched by a fingerprint that survives edits elsewhere in the file:
-the rule's code, the file, the JSON pointer and the message with its line numbers taken out
-(`template line 12` and `README.md line 40` move when a line is added above them). Severity is
-not part of it (a policy change of severity is the same problem), nor is the fix. Matching counts
-multiplicity: two equal findings at the base and three at the head is one introduced.
+Findings of two revisions are matched by the fingerprint `check --baseline` keeps (hfdoctor.lint.baseline):
+the rule's code, the file, the JSON pointer and the message with its numbers made alike (`template line 12`
+and `README.md line 40` move when a line is added above them). Severity is not part of it (a policy change of
+severity is the same problem), nor is the fix. Matching counts multiplicity: two equal findings at the base and
+three at the head is one introduced.
 
 What is left unmatched is then matched by place alone (code, file, pointer): a message also says
 what the evidence was (`by config, tokenizer` becomes `by config, tokenizer, template` when a
 template is added), and the same problem at the same place, worded anew, is neither introduced
 nor fixed. Precision first: a comment must never say a change introduced what was there before.
-
-(`check --baseline` matches findings across runs with a fingerprint of the same idea; this one
-stays small and here until the two are made one.)
 """
 
 from __future__ import annotations
@@ -21,19 +18,8 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 
-from hfdoctor.bounded.patterns import compile as compile_pattern
 from hfdoctor.findings import Finding, Severity
-
-# "line 12", "lines 3-5", "line 12:4": a position, not what the finding is about (RE2: the message
-# holds repository text).
-LINE_NUMBER = compile_pattern(r"\b(lines?) \d+(?:[-:]\d+)?")
-
-
-def webhook_fingerprint(finding: Finding) -> str:
-    """The identity of a finding across two revisions of a repository (see the module)."""
-    message = LINE_NUMBER.sub(r"\1 N", finding.message)
-    text = "\x1f".join((finding.code, finding.file or "", finding.pointer or "", message))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+from hfdoctor.lint.baseline import fingerprint
 
 
 @dataclass
@@ -48,7 +34,7 @@ class Changes:
     def digest(self, severity: Severity) -> str:
         """One id for the set of findings at or above `severity` that the change introduced: a
         discussion about a push says it, so the same findings never get a second one."""
-        prints = sorted(webhook_fingerprint(f) for f in self.introduced_at_least(severity))
+        prints = sorted(fingerprint(f) for f in self.introduced_at_least(severity))
         return hashlib.sha256("\n".join(prints).encode()).hexdigest()[:16]
 
 
@@ -78,6 +64,6 @@ def _match(base: list[Finding], head: list[Finding], key) -> tuple[list[Finding]
 
 def compare(base: list[Finding], head: list[Finding]) -> Changes:
     """Match the findings of the base revision with those of the head (see the module)."""
-    same, head_left, base_left = _match(base, head, webhook_fingerprint)
+    same, head_left, base_left = _match(base, head, fingerprint)
     reworded, introduced, fixed = _match(base_left, head_left, place)
     return Changes(introduced=introduced, fixed=fixed, unchanged=same + reworded)

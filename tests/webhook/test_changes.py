@@ -11,7 +11,8 @@ import pytest
 
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.lint.check import Options, check_target
-from hfdoctor.webhook.changes import compare, webhook_fingerprint
+from hfdoctor.lint.baseline import fingerprint
+from hfdoctor.webhook.changes import compare
 from webhook_harness import BROKEN_TEMPLATE, QWEN3_TEMPLATE, seed_files
 
 
@@ -39,7 +40,7 @@ def test_a_problem_that_moved_down_three_lines_is_not_new(revisions):
     [before] = [f for f in revisions["broken"] if f.rule == "chat-template-syntax-error"]
     [after] = [f for f in revisions["shifted"] if f.rule == "chat-template-syntax-error"]
     assert before.message != after.message and "template line" in before.message  # the line moved...
-    assert webhook_fingerprint(before) == webhook_fingerprint(after)  # ...the problem did not
+    assert fingerprint(before) == fingerprint(after)  # ...the problem did not
     changes = compare(revisions["broken"], revisions["shifted"])
     assert changes.introduced == [] and changes.fixed == []
 
