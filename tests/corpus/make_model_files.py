@@ -664,6 +664,25 @@ def npy_python2_header(payload: bytes) -> bytes:
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + payload
 
 
+def npy_object_field_by_string(payload: bytes) -> bytes:
+    """An .npy whose descr is the string `'i4,O'`: numpy's dtype grammar makes it a structured
+    dtype with an object field, so np.load(allow_pickle=True) unpickles the rest."""
+    return npy({"descr": "i4,O", "fortran_order": False, "shape": (1,)}, payload)
+
+
+def npy_object_subarray_by_string(payload: bytes) -> bytes:
+    """An .npy whose descr is `'(1,)O'`: a subarray of objects, unpickled by np.load(allow_pickle=True)."""
+    return npy({"descr": "(1,)O", "fortran_order": False, "shape": (1,)}, payload)
+
+
+def npy_python2_spaced_long(payload: bytes) -> bytes:
+    """An object .npy whose shape is `(1 L,)`: numpy's Python 2 filter drops a NAME token `L` after
+    a number, wherever the spaces are."""
+    text = b"{'descr': '|O', 'fortran_order': False, 'shape': (1 L,), }"
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + payload
+
+
 def npy_huge_header(payload: bytes) -> bytes:
     """An object .npy (format 2.0) whose header is 100 KB of spaces: np.load(allow_pickle=True)
     reads any length (its 10,000-byte limit applies only without allow_pickle)."""

@@ -57,6 +57,9 @@ CASES = {  # name: (builder of tests/corpus/make_model_files.py, file name, load
     "npy-object-by-name": (corpus.npy_object_by_name, "array.npy", "numpy-npy"),
     "npy-python2-header": (corpus.npy_python2_header, "array.npy", "numpy-npy"),
     "npy-huge-header": (corpus.npy_huge_header, "array.npy", "numpy-npy"),
+    "npy-object-field-by-string": (corpus.npy_object_field_by_string, "array.npy", "numpy-npy"),
+    "npy-object-subarray-by-string": (corpus.npy_object_subarray_by_string, "array.npy", "numpy-npy"),
+    "npy-python2-spaced-long": (corpus.npy_python2_spaced_long, "array.npy", "numpy-npy"),
 }
 
 
