@@ -683,6 +683,15 @@ def npy_python2_spaced_long(payload: bytes) -> bytes:
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + payload
 
 
+def npz_large_member_without_npy_name(payload: bytes) -> bytes:
+    """An .npz whose member `b` (no .npy in its name, 2 MiB: past what is opened for its size
+    alone) is an object array: np.load reads a member as an array by its magic, not its name."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("b", npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, payload + bytes(2 << 20)))
+    return buffer.getvalue()
+
+
 def npy_huge_header(payload: bytes) -> bytes:
     """An object .npy (format 2.0) whose header is 100 KB of spaces: np.load(allow_pickle=True)
     reads any length (its 10,000-byte limit applies only without allow_pickle)."""

@@ -60,6 +60,7 @@ CASES = {  # name: (builder of tests/corpus/make_model_files.py, file name, load
     "npy-object-field-by-string": (corpus.npy_object_field_by_string, "array.npy", "numpy-npy"),
     "npy-object-subarray-by-string": (corpus.npy_object_subarray_by_string, "array.npy", "numpy-npy"),
     "npy-python2-spaced-long": (corpus.npy_python2_spaced_long, "array.npy", "numpy-npy"),
+    "npz-large-member-without-npy-name": (corpus.npz_large_member_without_npy_name, "arrays.npz", "numpy"),
 }
 
 
