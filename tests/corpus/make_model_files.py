@@ -692,6 +692,12 @@ def npz_large_member_without_npy_name(payload: bytes) -> bytes:
     return buffer.getvalue()
 
 
+def joblib_zfile(payload: bytes) -> bytes:
+    """joblib's format before 0.10, which joblib.load still reads: `ZF`, the pickle's length in
+    hex padded to 19 bytes, then the pickle, zlib-compressed."""
+    return b"ZF" + b"%#x" % len(payload) + b" " * (19 - len(b"%#x" % len(payload))) + zlib.compress(payload)
+
+
 def npy_huge_header(payload: bytes) -> bytes:
     """An object .npy (format 2.0) whose header is 100 KB of spaces: np.load(allow_pickle=True)
     reads any length (its 10,000-byte limit applies only without allow_pickle)."""
