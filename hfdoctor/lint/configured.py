@@ -19,8 +19,8 @@ from pathlib import Path
 
 from hfdoctor.bounded import patterns
 from hfdoctor.compat.knowledge import ENGINES
-from hfdoctor.config import (CONFIG_NAME, MAX_CONFIG_BYTES, PYPROJECT, ConfigError, Options, Settings, find_above,
-                             settings_from_bytes)
+from hfdoctor.config import (CONFIG_NAME, MAX_CONFIG_BYTES, PYPROJECT, ConfigError, Options, RepositoryConfigError,
+                             Settings, find_above, settings_from_bytes)
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.lint.rules import ALL_RULES, matches
 from hfdoctor.lint.rules.base import Rule
@@ -62,7 +62,17 @@ def find_settings(source: Source, target: str, options: Options) -> Settings | N
 
 
 def own_settings(source: Source, directory: Path | None) -> Settings | None:
-    """The repository's own .hfdoctor.toml or pyproject.toml [tool.hfdoctor], read as untrusted."""
+    """The repository's own .hfdoctor.toml or pyproject.toml [tool.hfdoctor], read as untrusted
+    (RepositoryConfigError when it cannot be used)."""
+    try:
+        return _own_settings(source, directory)
+    except RepositoryConfigError:
+        raise
+    except ConfigError as err:
+        raise RepositoryConfigError(str(err)) from None
+
+
+def _own_settings(source: Source, directory: Path | None) -> Settings | None:
     entries = source.entries()
     for name in (CONFIG_NAME, PYPROJECT):
         entry = entries.get(name)
@@ -85,7 +95,17 @@ def own_settings(source: Source, directory: Path | None) -> Settings | None:
 
 
 def validate(settings: Settings) -> None:
-    """Every rule selector names a rule, every engine is one hfdoctor knows: ConfigError otherwise."""
+    """Every rule selector names a rule, every engine is one hfdoctor knows: ConfigError otherwise
+    (RepositoryConfigError for the repository's own file)."""
+    try:
+        _validate(settings)
+    except ConfigError as err:
+        if settings.trusted:
+            raise
+        raise RepositoryConfigError(str(err)) from None
+
+
+def _validate(settings: Settings) -> None:
     named: list[tuple[str, str]] = [(key, s) for key, values in (
         ("select", settings.select or ()), ("ignore", settings.ignore), ("extend-select", settings.extend_select),
         ("extend-ignore", settings.extend_ignore)) for s in values]
