@@ -13,6 +13,7 @@ repository that ignores its own unsafe pickle still shows it.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -112,7 +113,7 @@ def _validate(settings: Settings) -> None:
     named += [(f"per-file-ignores.{glob}", s) for glob, selectors in settings.per_file_ignores for s in selectors]
     named += [("severity", s) for s, _ in settings.severity]
     for key, selector in named:
-        if selector.upper() != "ALL" and not any(matches(r, selector) for r in ALL_RULES):
+        if selector.upper() != "ALL" and not _codes_of_selector(selector.strip().lower()):
             raise ConfigError(f"{settings.origin}: {key}: no rule matches {selector!r} (see `hfdoctor rules`)")
     for engine in settings.engines or ():
         if engine not in ENGINES:
@@ -143,13 +144,30 @@ def file_pattern(glob: str):
 
 @dataclass(frozen=True)
 class RuleSettings:
-    """What one check runs and how it grades, once the file and the command line are merged."""
+    """What one check runs and how it grades, once the file and the command line are merged.
+
+    The file's selectors are resolved to rule codes once (a file of a thousand entries, each of a
+    hundred selectors, times thousands of findings was minutes): a finding costs a look-up of its
+    code, and the globs are matched once per file and code."""
 
     rules: tuple[Rule, ...]
-    per_file_ignores: tuple[tuple[object, tuple[str, ...]], ...] = ()  # (compiled glob, selectors)
-    severity: tuple[tuple[str, Severity], ...] = ()
+    per_file_ignores: tuple[tuple[object, frozenset[str]], ...] = ()  # (compiled glob, the codes it ignores)
+    severity: tuple[tuple[str, Severity], ...] = ()  # rule code -> the level the file sets (its last match)
     origin: str = ""
     trusted: bool = True
+
+
+def _codes_of(selectors) -> frozenset[str]:
+    """The codes of the rules any of `selectors` matches, each distinct selector resolved once."""
+    codes: set[str] = set()
+    for selector in {s.strip().lower() for s in selectors}:
+        codes |= _codes_of_selector(selector)
+    return frozenset(codes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _codes_of_selector(selector: str) -> frozenset[str]:
+    return frozenset(r.code for r in ALL_RULES if matches(r, selector))
 
 
 def rule_settings(options: Options, settings: Settings | None) -> RuleSettings:
@@ -160,41 +178,46 @@ def rule_settings(options: Options, settings: Settings | None) -> RuleSettings:
         validate(settings)
     chosen = list(ALL_RULES)
     if settings is not None:
-        select = (settings.select or ()) + settings.extend_select if settings.select is not None else None
-        ignore = settings.ignore + settings.extend_ignore
-        chosen = [r for r in ALL_RULES if ((select is None or any(matches(r, s) for s in select))
-                                           and not any(matches(r, s) for s in ignore))
+        select = _codes_of((settings.select or ()) + settings.extend_select) if settings.select is not None else None
+        ignore = _codes_of(settings.ignore + settings.extend_ignore)
+        chosen = [r for r in ALL_RULES if ((select is None or r.code in select) and r.code not in ignore)
                   or (not settings.trusted and is_protected(r.code))]
     if options.select:
         chosen = [r for r in ALL_RULES if any(matches(r, s) for s in options.select)]
     chosen = [r for r in chosen if not any(matches(r, s) for s in options.ignore)]
     if settings is None:
         return RuleSettings(tuple(chosen))
+    levels: dict[str, Severity] = {}
+    for selector, level in settings.severity:  # file order: a later entry wins
+        for code in _codes_of((selector,)):
+            levels[code] = Severity.parse(level)
     return RuleSettings(
         tuple(chosen),
-        per_file_ignores=tuple((file_pattern(glob), selectors) for glob, selectors in settings.per_file_ignores),
-        severity=tuple((selector, Severity.parse(level)) for selector, level in settings.severity),
+        per_file_ignores=tuple((file_pattern(glob), _codes_of(selectors))
+                               for glob, selectors in settings.per_file_ignores),
+        severity=tuple(sorted(levels.items())),
         origin=settings.origin, trusted=settings.trusted)
-
-
-def _rule_of(finding: Finding) -> Rule | None:
-    return next((r for r in ALL_RULES if r.code == finding.code), None)
 
 
 def apply_settings(findings: list[Finding], settings: RuleSettings) -> list[Finding]:
     """Drop what per-file-ignores names and set the severities the file sets (the last entry
     that matches a finding's rule wins). The PROTECTED rules keep their findings, and never get
     quieter, when the file is the repository's own."""
+    known = {r.code for r in ALL_RULES}
+    levels = dict(settings.severity)
+    ignored: dict[tuple[str, str], bool] = {}  # (code, file) -> whether a glob that names the code matches
     out: list[Finding] = []
     for finding in findings:
-        rule = _rule_of(finding)
-        guarded = not settings.trusted and is_protected(finding.code)
-        if rule is not None and finding.file is not None and not guarded and any(
-                pattern is not None and pattern.fullmatch(finding.file) is not None
-                and any(matches(rule, s) for s in selectors) for pattern, selectors in settings.per_file_ignores):
-            continue
-        level = next((level for selector, level in reversed(settings.severity)
-                      if rule is not None and matches(rule, selector)), None)
+        code = finding.code
+        guarded = not settings.trusted and is_protected(code)
+        if code in known and finding.file is not None and not guarded:
+            key = (code, finding.file)
+            if key not in ignored:
+                ignored[key] = any(code in codes and pattern is not None and pattern.fullmatch(finding.file) is not None
+                                   for pattern, codes in settings.per_file_ignores)
+            if ignored[key]:
+                continue
+        level = levels.get(code)
         if level is not None and level != finding.severity and not (guarded and level < finding.severity):
             finding = replace(finding, severity=level, severity_reason=f"set to {level} by {settings.origin}")
         out.append(finding)
