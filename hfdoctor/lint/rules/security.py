@@ -18,6 +18,7 @@ from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
 from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
+from hfdoctor.sources import history
 from hfdoctor.sources.base import Unreadable
 from hfdoctor.weights.headers import lfs_pointer, repo_weights
 from hfdoctor.repo.facts import fact
@@ -305,7 +306,8 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     pickle of an earlier commit that hfdoctor could not prove safe (a bound stopped its
     scan, or it is over the 64 MB hfdoctor reads of such a blob) is an error here too, as
     pickle-not-proven-safe is at the tip; one whose bytes the loader itself refuses is a
-    warning, as pickle-unscannable is.
+    warning, as pickle-unscannable is. A push of more objects than hfdoctor judges (a
+    million) is not proven safe either: the files past that were never read.
 
     Example: commit A adds model.pkl importing os.system, commit B replaces it with a
     clean file, and both are pushed (tests/sources/test_pushed_history.py).
@@ -314,7 +316,12 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     filter-repo).
     """
     source = repo.source
-    for blob in getattr(source, "pushed", ()):
+    pushed = getattr(source, "pushed", ())
+    if getattr(source, "pushed_unjudged", False):  # set when `pushed` was listed
+        yield self.finding(repo, f"this push sends more than the {history.MAX_PUSHED_OBJECTS:,} objects hfdoctor judges of "
+                                 "one push: the files among the rest, pickles included, were never read, so the push "
+                                 "is not proven safe. Push it in parts (a range of commits at a time).")
+    for blob in pushed:
         if not scanned(blob.path):
             continue
         adds = (f"commit {blob.commit[:12]} of this push adds {blob.path}" if blob.commit else
