@@ -182,12 +182,11 @@ class _Scanner:
 
     @staticmethod
     def _an_array(handle: IO[bytes], entry: containers.ZipEntry, name: str) -> bool:
-        """Whether a member starts as an .npy does: np.load reads an .npz's members that start so
-        as arrays (an object one is unpickled), whatever their names."""
-        if "/data/" in f"/{entry.name}" and entry.name.rsplit("/", 1)[-1].isdigit() and \
-                not name.lower().endswith(".npz"):
-            return False  # a torch archive's tensor data (read only where an .npz is what loads it)
-        return containers.open_entry(handle, entry).read(len(formats.NPY_MAGIC)) == formats.NPY_MAGIC
+        """A member that starts as an .npy: np.load reads it as an array (an object one is unpickled),
+        whatever its name. A torch archive's tensor data is not read, unless the file is an .npz."""
+        tensor = "/data/" in f"/{entry.name}" and entry.name.rsplit("/", 1)[-1].isdigit()
+        return (not tensor or name.lower().endswith(".npz")) and \
+            containers.open_entry(handle, entry).read(len(formats.NPY_MAGIC)) == formats.NPY_MAGIC
 
     def member(self, member: IO[bytes], name: str, path: str, depth: int, size: int | None = None) -> None:
         """An archive member (of `size` bytes, where known): containers inside it need a
