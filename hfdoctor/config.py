@@ -52,6 +52,12 @@ class ConfigError(Exception):
     type, a path that leaves the repository): its message names the file; exit 2."""
 
 
+class RepositoryConfigError(ConfigError):
+    """The checked repository's own file (or the baseline it names) cannot be used. It is the
+    repository's text, not the user's: a caller that reports on the repository to others (the
+    webhook runner) checks it without the file rather than not at all."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """What one configuration file says, its keys checked and its paths resolved."""

@@ -170,6 +170,8 @@ class TargetError:
 
     target: str
     message: str
+    # "repository-configuration": the repository's own configuration file (untrusted) could not be used
+    kind: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"hfdoctor": __version__, "target": self.target, "error": self.message}

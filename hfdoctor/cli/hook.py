@@ -136,12 +136,13 @@ if command -v git-lfs >/dev/null 2>&1; then
   exit 0
 fi
 # No git-lfs: a pushed commit whose .gitattributes (at any depth) routes files through git-lfs
-# holds pointers whose objects nothing would upload. The work tree's .gitattributes is read as
+# holds pointers whose objects nothing would upload. Each is read as text (-a): git applies the
+# rules of one that holds a NUL byte, which grep -I would skip as binary. The work tree's .gitattributes is read as
 # a plain file only, its first MiB (a symlink to /dev/zero or a FIFO would never end; git itself
 # ignores a symlinked .gitattributes).
 routed=
 for sha in $pushed; do
-  if git grep -q -I -F -e 'filter=lfs' "$sha" -- '.gitattributes' ':(glob)**/.gitattributes' 2>/dev/null; then
+  if git grep -q -a -F -e 'filter=lfs' "$sha" -- '.gitattributes' ':(glob)**/.gitattributes' 2>/dev/null; then
     routed="a .gitattributes of commit $sha"
   fi
 done

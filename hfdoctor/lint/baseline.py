@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from hfdoctor.bounded import patterns
 from hfdoctor.bounded.parsing import ParseError, load_json
-from hfdoctor.config import ConfigError, read_file
+from hfdoctor.config import ConfigError, RepositoryConfigError, read_file
 from hfdoctor.findings import Finding, Report, TargetError
 from hfdoctor.lint.configured import is_protected
 from hfdoctor.sources.base import Source, Unreadable
@@ -87,10 +87,11 @@ def read_local(path: str) -> Counter:
 def read_inside(source: Source, rel: str) -> Counter:
     """A baseline the repository's own configuration names, read from the repository."""
     try:
-        data = source.read(rel, limit=MAX_BASELINE_BYTES)
+        return parse(source.read(rel, limit=MAX_BASELINE_BYTES), rel)
     except Unreadable as err:
-        raise ConfigError(f"baseline {rel} of the repository {err}") from None
-    return parse(data, rel)
+        raise RepositoryConfigError(f"baseline {rel} of the repository {err}") from None
+    except ConfigError as err:
+        raise RepositoryConfigError(str(err)) from None
 
 
 def apply(report: Report, accepted: Counter, target: str, trusted: bool) -> int:

@@ -26,7 +26,7 @@ from hfdoctor import lineage
 from hfdoctor.compat.assess import assess, section
 from hfdoctor.bounded.budget import Budget
 from hfdoctor.compat.knowledge import ENGINES
-from hfdoctor.config import ConfigError, Options, Settings, merged_fail_on, merged_upstream
+from hfdoctor.config import ConfigError, Options, RepositoryConfigError, Settings, merged_fail_on, merged_upstream
 from hfdoctor.findings import Finding, Report, TargetError
 from hfdoctor.knowledge.upstream import Upstream
 from hfdoctor.lint import baseline, configured, policy
@@ -110,7 +110,8 @@ def check_target(
     except SourceError as err:
         return TargetError(target, str(err))
     except ConfigError as err:
-        return TargetError(target, f"configuration: {err} (--isolated checks without it)")
+        return TargetError(target, f"configuration: {err} (--isolated checks without it)",
+                           kind="repository-configuration" if isinstance(err, RepositoryConfigError) else "")
     except _Deadline:
         return TargetError(target, f"the check did not finish within the {options.timeout_s:g} s deadline")
     finally:

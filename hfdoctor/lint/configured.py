@@ -13,14 +13,15 @@ repository that ignores its own unsafe pickle still shows it.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hfdoctor.bounded import patterns
 from hfdoctor.compat.knowledge import ENGINES
-from hfdoctor.config import (CONFIG_NAME, MAX_CONFIG_BYTES, PYPROJECT, ConfigError, Options, Settings, find_above,
-                             settings_from_bytes)
+from hfdoctor.config import (CONFIG_NAME, MAX_CONFIG_BYTES, PYPROJECT, ConfigError, Options, RepositoryConfigError,
+                             Settings, find_above, settings_from_bytes)
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.lint.rules import ALL_RULES, matches
 from hfdoctor.lint.rules.base import Rule
@@ -62,7 +63,17 @@ def find_settings(source: Source, target: str, options: Options) -> Settings | N
 
 
 def own_settings(source: Source, directory: Path | None) -> Settings | None:
-    """The repository's own .hfdoctor.toml or pyproject.toml [tool.hfdoctor], read as untrusted."""
+    """The repository's own .hfdoctor.toml or pyproject.toml [tool.hfdoctor], read as untrusted
+    (RepositoryConfigError when it cannot be used)."""
+    try:
+        return _own_settings(source, directory)
+    except RepositoryConfigError:
+        raise
+    except ConfigError as err:
+        raise RepositoryConfigError(str(err)) from None
+
+
+def _own_settings(source: Source, directory: Path | None) -> Settings | None:
     entries = source.entries()
     for name in (CONFIG_NAME, PYPROJECT):
         entry = entries.get(name)
@@ -85,14 +96,24 @@ def own_settings(source: Source, directory: Path | None) -> Settings | None:
 
 
 def validate(settings: Settings) -> None:
-    """Every rule selector names a rule, every engine is one hfdoctor knows: ConfigError otherwise."""
+    """Every rule selector names a rule, every engine is one hfdoctor knows: ConfigError otherwise
+    (RepositoryConfigError for the repository's own file)."""
+    try:
+        _validate(settings)
+    except ConfigError as err:
+        if settings.trusted:
+            raise
+        raise RepositoryConfigError(str(err)) from None
+
+
+def _validate(settings: Settings) -> None:
     named: list[tuple[str, str]] = [(key, s) for key, values in (
         ("select", settings.select or ()), ("ignore", settings.ignore), ("extend-select", settings.extend_select),
         ("extend-ignore", settings.extend_ignore)) for s in values]
     named += [(f"per-file-ignores.{glob}", s) for glob, selectors in settings.per_file_ignores for s in selectors]
     named += [("severity", s) for s, _ in settings.severity]
     for key, selector in named:
-        if selector.upper() != "ALL" and not any(matches(r, selector) for r in ALL_RULES):
+        if selector.upper() != "ALL" and not _codes_of_selector(selector.strip().lower()):
             raise ConfigError(f"{settings.origin}: {key}: no rule matches {selector!r} (see `hfdoctor rules`)")
     for engine in settings.engines or ():
         if engine not in ENGINES:
@@ -123,13 +144,30 @@ def file_pattern(glob: str):
 
 @dataclass(frozen=True)
 class RuleSettings:
-    """What one check runs and how it grades, once the file and the command line are merged."""
+    """What one check runs and how it grades, once the file and the command line are merged.
+
+    The file's selectors are resolved to rule codes once (a file of a thousand entries, each of a
+    hundred selectors, times thousands of findings was minutes): a finding costs a look-up of its
+    code, and the globs are matched once per file and code."""
 
     rules: tuple[Rule, ...]
-    per_file_ignores: tuple[tuple[object, tuple[str, ...]], ...] = ()  # (compiled glob, selectors)
-    severity: tuple[tuple[str, Severity], ...] = ()
+    per_file_ignores: tuple[tuple[object, frozenset[str]], ...] = ()  # (compiled glob, the codes it ignores)
+    severity: tuple[tuple[str, Severity], ...] = ()  # rule code -> the level the file sets (its last match)
     origin: str = ""
     trusted: bool = True
+
+
+def _codes_of(selectors) -> frozenset[str]:
+    """The codes of the rules any of `selectors` matches, each distinct selector resolved once."""
+    codes: set[str] = set()
+    for selector in {s.strip().lower() for s in selectors}:
+        codes |= _codes_of_selector(selector)
+    return frozenset(codes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _codes_of_selector(selector: str) -> frozenset[str]:
+    return frozenset(r.code for r in ALL_RULES if matches(r, selector))
 
 
 def rule_settings(options: Options, settings: Settings | None) -> RuleSettings:
@@ -140,41 +178,46 @@ def rule_settings(options: Options, settings: Settings | None) -> RuleSettings:
         validate(settings)
     chosen = list(ALL_RULES)
     if settings is not None:
-        select = (settings.select or ()) + settings.extend_select if settings.select is not None else None
-        ignore = settings.ignore + settings.extend_ignore
-        chosen = [r for r in ALL_RULES if ((select is None or any(matches(r, s) for s in select))
-                                           and not any(matches(r, s) for s in ignore))
+        select = _codes_of((settings.select or ()) + settings.extend_select) if settings.select is not None else None
+        ignore = _codes_of(settings.ignore + settings.extend_ignore)
+        chosen = [r for r in ALL_RULES if ((select is None or r.code in select) and r.code not in ignore)
                   or (not settings.trusted and is_protected(r.code))]
     if options.select:
         chosen = [r for r in ALL_RULES if any(matches(r, s) for s in options.select)]
     chosen = [r for r in chosen if not any(matches(r, s) for s in options.ignore)]
     if settings is None:
         return RuleSettings(tuple(chosen))
+    levels: dict[str, Severity] = {}
+    for selector, level in settings.severity:  # file order: a later entry wins
+        for code in _codes_of((selector,)):
+            levels[code] = Severity.parse(level)
     return RuleSettings(
         tuple(chosen),
-        per_file_ignores=tuple((file_pattern(glob), selectors) for glob, selectors in settings.per_file_ignores),
-        severity=tuple((selector, Severity.parse(level)) for selector, level in settings.severity),
+        per_file_ignores=tuple((file_pattern(glob), _codes_of(selectors))
+                               for glob, selectors in settings.per_file_ignores),
+        severity=tuple(sorted(levels.items())),
         origin=settings.origin, trusted=settings.trusted)
-
-
-def _rule_of(finding: Finding) -> Rule | None:
-    return next((r for r in ALL_RULES if r.code == finding.code), None)
 
 
 def apply_settings(findings: list[Finding], settings: RuleSettings) -> list[Finding]:
     """Drop what per-file-ignores names and set the severities the file sets (the last entry
     that matches a finding's rule wins). The PROTECTED rules keep their findings, and never get
     quieter, when the file is the repository's own."""
+    known = {r.code for r in ALL_RULES}
+    levels = dict(settings.severity)
+    ignored: dict[tuple[str, str], bool] = {}  # (code, file) -> whether a glob that names the code matches
     out: list[Finding] = []
     for finding in findings:
-        rule = _rule_of(finding)
-        guarded = not settings.trusted and is_protected(finding.code)
-        if rule is not None and finding.file is not None and not guarded and any(
-                pattern is not None and pattern.fullmatch(finding.file) is not None
-                and any(matches(rule, s) for s in selectors) for pattern, selectors in settings.per_file_ignores):
-            continue
-        level = next((level for selector, level in reversed(settings.severity)
-                      if rule is not None and matches(rule, selector)), None)
+        code = finding.code
+        guarded = not settings.trusted and is_protected(code)
+        if code in known and finding.file is not None and not guarded:
+            key = (code, finding.file)
+            if key not in ignored:
+                ignored[key] = any(code in codes and pattern is not None and pattern.fullmatch(finding.file) is not None
+                                   for pattern, codes in settings.per_file_ignores)
+            if ignored[key]:
+                continue
+        level = levels.get(code)
         if level is not None and level != finding.severity and not (guarded and level < finding.severity):
             finding = replace(finding, severity=level, severity_reason=f"set to {level} by {settings.origin}")
         out.append(finding)

@@ -8,7 +8,7 @@
   archive's tensor data is never read unless a scan asks for it;
 - tar (legacy torch files, .pth.tar, .tar): headers walked here (tarfile's pax parser is a
   backtracking regex, CVE-2024-6232), members streamed as windows, never extracted;
-- compressed streams (gzip, bz2, xz/lzma, zlib: joblib's compressors, .pkl.gz, .pt.gz),
+- compressed streams (gzip, bz2, xz/lzma, zlib: joblib's compressors and its old `ZF` format, .pkl.gz, .pt.gz),
   decompressed as they are read, a bounded step at a time, with a ratio cap (bombs);
 - 7z: a minimal reader for what 7-Zip and py7zr write (LZMA, LZMA2, copy, one BCJ filter is
   refused), in hfdoctor.modelfiles.sevenzip.
@@ -129,7 +129,7 @@ _MULTI_MAGIC = {"gzip": GZIP, "bzip2": BZIP2, "xz": XZ}  # formats whose readers
 def decompressor_for(kind: str):
     if kind == "gzip":
         return zlib.decompressobj(16 + zlib.MAX_WBITS)
-    if kind in ("zlib", "deflate-zlib"):
+    if kind in ("zlib", "deflate-zlib", "joblib-zfile"):
         return zlib.decompressobj()
     if kind == "deflate":
         return zlib.decompressobj(-15)
@@ -241,7 +241,27 @@ def open_entry(handle: IO[bytes], entry: ZipEntry) -> IO[bytes]:
 # --- compressed streams -----------------------------------------------------------------------------
 
 
+# joblib's format before 0.10 (numpy_pickle_compat, still read by joblib.load): `ZF`, the
+# pickle's length in hex padded to 19 bytes, an optional space, then a zlib stream of the pickle.
+JOBLIB_ZFILE = b"ZF"
+JOBLIB_ZFILE_HEADER = 2 + 19
+
+
+def _joblib_zfile(head: bytes) -> bool:
+    """Whether joblib.load reads this file as its old zlib format: its length field is what
+    int(text, 16) reads (joblib's own test), else joblib refuses the file."""
+    if not head.startswith(JOBLIB_ZFILE) or len(head) < JOBLIB_ZFILE_HEADER:
+        return False
+    try:
+        int(head[2:JOBLIB_ZFILE_HEADER], 16)
+    except ValueError:
+        return False
+    return True
+
+
 def compression_of(head: bytes) -> str | None:
+    if _joblib_zfile(head):
+        return "joblib-zfile"
     if head.startswith(GZIP):
         return "gzip"
     if head.startswith(BZIP2) and head[3:4].isdigit():
@@ -261,6 +281,11 @@ def inflating(kind: str, handle: IO[bytes]) -> io.BufferedReader:
     """A whole compressed file (gzip, zlib, bzip2, xz, lzma), decompressed as it is read: the
     reader's own bounds (the pickle budget, a member limit) say how much; the ratio cap stops
     a bomb. ContainerError for a format the standard library cannot decompress."""
+    if kind == "joblib-zfile":  # the zlib stream after joblib's header (and the space it may end with)
+        handle.seek(JOBLIB_ZFILE_HEADER)
+        start = JOBLIB_ZFILE_HEADER + (handle.read(1) == b" ")
+        handle.seek(0, io.SEEK_END)
+        handle = _window(handle, start, max(0, handle.tell() - start))
     return io.BufferedReader(_Inflating(handle, decompressor_for(kind), 1 << 62, kind), 1 << 16)
 
 

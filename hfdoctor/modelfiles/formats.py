@@ -54,13 +54,33 @@ def npy_header(data: bytes) -> tuple[dict[str, Any], int] | None:
     if start + length > len(data):
         return None
     text = data[start:start + length].decode("utf-8" if major == 3 else "latin-1", "replace")
-    for candidate in (text, _without_long_suffixes(text)):  # numpy's _filter_header: Python 2's `3L`
+    # numpy's own reading (literal_eval, then its _filter_header: Python 2's `3L`, `3 L`), and a
+    # plainer one: any dict either finds is scanned.
+    for candidate in (lambda: text, lambda: _python2_filtered(text), lambda: _without_long_suffixes(text)):
         try:
-            header = ast.literal_eval(candidate.strip())
+            header = ast.literal_eval(candidate().strip())
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             continue
-        return (header, start + length) if isinstance(header, dict) else None
+        if isinstance(header, dict):
+            return header, start + length
     return None
+
+
+def _python2_filtered(text: str) -> str:
+    """numpy's _filter_header, as it reads a header literal_eval refused: every NAME token `L`
+    right after a NUMBER token dropped (`(1 L,)` is `(1,)`), the rest untokenized."""
+    import tokenize
+    from io import StringIO
+
+    tokens, after_number = [], False
+    try:
+        for token in tokenize.generate_tokens(StringIO(text).readline):
+            if not (after_number and token[0] == tokenize.NAME and token[1] == "L"):
+                tokens.append(token)
+            after_number = token[0] == tokenize.NUMBER
+        return tokenize.untokenize(tokens)
+    except (tokenize.TokenError, SyntaxError, ValueError):  # numpy's load fails there too
+        return ""
 
 
 def _without_long_suffixes(text: str) -> str:
@@ -75,11 +95,16 @@ def _without_long_suffixes(text: str) -> str:
 
 def holds_objects(descr: Any) -> bool:
     """An object dtype anywhere in a numpy descr ('|O', 'object', or a structured dtype with
-    such a field)."""
+    such a field). A string is numpy's dtype grammar, where fields and subarrays hide in it
+    (`'i4,O'`, `'(2,)O'`): any `O` or `object` in it counts (no other type code or name
+    holds a capital O)."""
     if isinstance(descr, str):
-        return descr.lstrip("<>|=").startswith(("O", "object"))
-    if isinstance(descr, (list, tuple)):
-        return any(holds_objects(part) for part in descr)
+        return "O" in descr or "object" in descr
+    if isinstance(descr, tuple) and descr:  # (base, shape): a subarray
+        return holds_objects(descr[0])
+    if isinstance(descr, list):  # fields: (name, dtype) or (name, dtype, shape); a name is no dtype
+        return any(holds_objects(field[1]) if isinstance(field, (list, tuple)) and len(field) >= 2
+                   else holds_objects(field) for field in descr)
     if isinstance(descr, dict):
         return any(holds_objects(part) for part in descr.values())
     return False

@@ -155,9 +155,9 @@ class _Scanner:
             if containers.escapes(entry.name):
                 self.scan.unsafe.append(("warning", f"the archive member {path!r} would be extracted outside "
                                                              "its directory (a path traversal)"))
-            if not self._worth_opening(entry, keras):
-                continue
             try:
+                if not self._worth_opening(entry, keras) and not self._an_array(handle, entry, name):
+                    continue
                 member = containers.open_entry(handle, entry)
                 if keras and entry.name == "config.json":
                     config = member.read(KERAS_CONFIG_BYTES + 1)
@@ -179,6 +179,14 @@ class _Scanner:
         if "/data/" in f"/{entry.name}" and base.isdigit():
             return False
         return scanned(entry.name) or (keras and base == "config.json") or entry.size <= 1024 * 1024
+
+    @staticmethod
+    def _an_array(handle: IO[bytes], entry: containers.ZipEntry, name: str) -> bool:
+        """A member that starts as an .npy: np.load reads it as an array (an object one is unpickled),
+        whatever its name. A torch archive's tensor data is not read, unless the file is an .npz."""
+        tensor = "/data/" in f"/{entry.name}" and entry.name.rsplit("/", 1)[-1].isdigit()
+        return (not tensor or name.lower().endswith(".npz")) and \
+            containers.open_entry(handle, entry).read(len(formats.NPY_MAGIC)) == formats.NPY_MAGIC
 
     def member(self, member: IO[bytes], name: str, path: str, depth: int, size: int | None = None) -> None:
         """An archive member (of `size` bytes, where known): containers inside it need a

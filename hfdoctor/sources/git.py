@@ -318,6 +318,7 @@ class GitSource(Source):
         rules judge these too (hfdoctor.sources.history)."""
         if self.since is None:
             return []
+        self.pushed_unjudged = False
 
         def git(*args: str, stdin: str | None = None) -> bytes:
             return _git(self.top, *args, stdin=stdin)
@@ -325,6 +326,7 @@ class GitSource(Source):
         objects, more = history.pushed_objects(self._git_lines, git, self.commit, self.since, self.remote,
                                                self.prefix)
         if more:
+            self.pushed_unjudged = True  # what came after was never read: SEC009 says it is not proven safe
             (self.budget or Budget()).skip(f"the objects of this push after the first {history.MAX_PUSHED_OBJECTS:,}",
                                            "too many to judge")
         commits = history.pushed_commits(git, self.commit, self.since, self.remote)

@@ -18,7 +18,7 @@ sends several deliveries for one change (the pull request's event and its ref's)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hfdoctor.bounded.memo import memo
 from hfdoctor.findings import Applicability, Finding, Severity, TargetError
@@ -48,6 +48,13 @@ class Settings:
                        timeout_s=self.check_timeout_s)
 
 
+def unusable_configuration(message: str) -> Finding:
+    """What the comment says of a revision whose own configuration file could not be used."""
+    return Finding("CFG001", "file-unreadable", Severity.ERROR, None, None, None,
+                   f"the repository's own configuration could not be used, so this revision was checked "
+                   f"without it: {message}")
+
+
 class CheckFailed(Exception):
     """A revision could not be checked (unreachable, past its deadline): nothing is written."""
 
@@ -73,10 +80,19 @@ class Work:
         key = (repo_id, commit, self.settings)
 
         def check() -> tuple[Finding, ...]:
-            result = check_target(f"{repo_id}@{commit}", self.settings.options())
+            target = f"{repo_id}@{commit}"
+            result = check_target(target, self.settings.options())
+            unusable = None
+            if isinstance(result, TargetError) and result.kind == "repository-configuration":
+                # The repository's own file is its author's text: one that cannot be used must not
+                # keep the runner from saying what the revision holds (a broken .hfdoctor.toml beside
+                # a payload would get no comment at all). Checked without it, and said.
+                unusable = result.message
+                result = check_target(target, replace(self.settings.options(), isolated=True))
             if isinstance(result, TargetError):
                 raise CheckFailed(f"{repo_id}@{short(commit)} could not be checked: {result.message}")
-            return tuple(result.findings)
+            said = (unusable_configuration(unusable),) if unusable is not None else ()
+            return said + tuple(result.findings)
 
         return self.checks.lookup(key, check)
 

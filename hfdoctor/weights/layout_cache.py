@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from hfdoctor.bounded.parsing import load_json
 from hfdoctor.weights.outcome import CannotVerify, Outcome, outcome_from_json, outcome_to_json
 
 MAX_ENTRY_BYTES = 32 << 20  # DeepSeek-V3's 61 irregular layers of 256 experts: ~5 MB
@@ -97,22 +99,20 @@ class Slot:
         return self.directory / f"{self.key}{SUFFIX}"
 
     def read(self) -> Outcome | None:
-        """The cached outcome, or None when there is none that passes validation."""
-        try:
-            with open(self.path, "rb") as handle:
-                data = handle.read(MAX_ENTRY_BYTES + 1)
-        except OSError:
-            return None
-        if len(data) > MAX_ENTRY_BYTES:
+        """The cached outcome, or None when there is none that passes validation. The entry is
+        read only as the regular file write() makes (never through a link, never a FIFO's wait)
+        and parsed within the bounded parser's limits (32 MB of `{},` is a billion bytes of dicts)."""
+        data = _read_entry(self.path)
+        if data is None:
             return None
         try:
-            entry = json.loads(data)
+            entry = load_json(data.decode("utf-8"), data)
             if not (isinstance(entry, dict) and entry.get("key") == self.key
                     and entry.get("transformers") == self.built_with
                     and entry.get("layout_version") == self.layout_version and _valid_outcome(entry.get("outcome"))):
                 return None
             return outcome_from_json(entry["outcome"])
-        except (ValueError, TypeError, KeyError, RecursionError):
+        except (ValueError, TypeError, KeyError, RecursionError):  # ParseError and UnicodeDecodeError too
             return None
 
     def write(self, outcome: Outcome) -> None:
@@ -140,6 +140,28 @@ class Slot:
                 os.unlink(tmp)
             return
         _prune(self.directory)
+
+
+def _read_entry(path: Path) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, total = [], 0
+        while total <= MAX_ENTRY_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_ENTRY_BYTES + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks) if total <= MAX_ENTRY_BYTES else None
 
 
 def slot(config: dict[str, Any], layout_version: int, forbidden: Path | None = None) -> Slot | None:

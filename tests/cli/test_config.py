@@ -201,3 +201,30 @@ def test_a_hostile_configuration_file_is_exit_2_never_a_hang_or_a_read_outside(p
     make(project / ".hfdoctor.toml")
     proc = check(str(project))
     assert proc.returncode == 2 and ".hfdoctor.toml" in proc.stdout and says in proc.stdout, proc.stdout
+
+
+def test_a_configuration_of_many_entries_costs_each_selector_once_not_each_finding(tmp_path, monkeypatch):
+    """A repository's own 1 MB .hfdoctor.toml (1,000 per-file-ignores globs of 90 selectors each) beside
+    2,000 findings ran past 300 s: every finding matched every glob and every selector. Selectors are
+    resolved to rule codes once; what is counted here is how often a rule is matched against a selector."""
+    import hostile
+    from hfdoctor.lint import configured
+    from hfdoctor.lint.check import check_target
+    from hfdoctor.knowledge.upstream import Upstream
+
+    repo = hostile.build("many_findings", tmp_path / "case").target
+    lines = ["[per-file-ignores]"]
+    for i in range(60):  # (what the attack was, scaled down so that the old way fails within seconds)
+        selectors = ", ".join(['"CFG001"'] * 20)
+        lines.append(f'"{"*" * (i + 1)}tokenizer_config.json" = [{selectors}]')
+    spellings = [f"{c}{f}{g}00{n}" for c in "cC" for f in "fF" for g in "gG" for n in range(1, 8)]  # distinct keys
+    lines += ["[severity]", *(f'"{key}" = "{("info", "warning", "error")[i % 3]}"' for i, key in enumerate(spellings))]
+    (repo / ".hfdoctor.toml").write_text("\n".join(lines) + "\n")
+    calls = []
+    real = configured.matches
+    monkeypatch.setattr(configured, "matches", lambda rule, selector: calls.append(1) or real(rule, selector))
+    if hasattr(configured, "_codes_of_selector"):
+        configured._codes_of_selector.cache_clear()  # a cold cache: every selector resolved here
+    result = check_target(str(repo), upstream=Upstream((), use_cache=False, use_hub=False))
+    assert sum(f.code == "TOK002" for f in result.findings) == 2000  # nothing ignored that was not named
+    assert len(calls) < 5_000, len(calls)

@@ -274,3 +274,23 @@ def test_no_git_lfs_and_an_lfs_rule_in_a_nested_gitattributes_refuses_the_push(t
     done = pre_push(commit_all(repo, env, "data through git-lfs"))
     assert done.returncode == 2, done.stderr[-2000:]
     assert "git-lfs is not on PATH" in done.stderr and "pointers without their objects" in done.stderr
+
+
+def test_no_git_lfs_and_an_lfs_rule_in_a_gitattributes_holding_a_nul_refuses_the_push(tmp_path, env):
+    """git reads a .gitattributes that holds a NUL byte line by line as ever (its LFS rule applies),
+    but `git grep -I` takes such a file for binary and skips it: the push of pointers without their
+    objects passed."""
+    repo = model_repo(tmp_path, env, "origin")
+    install(repo, env)
+    hook_env = {**env, "PATH": tools_without(tmp_path, "git-lfs")}
+    (repo / "data").mkdir()
+    (repo / "data" / ".gitattributes").write_bytes(b"\0\n*.parquet filter=lfs diff=lfs merge=lfs -text\n")
+    assert "filter: lfs" in git(repo, env, "check-attr", "filter", "--", "data/train.parquet").stdout
+    (repo / "data" / "train.parquet").write_text(f"version https://git-lfs.github.com/spec/v1\noid sha256:{'a' * 64}\n"
+                                                "size 123456789\n")
+    sha = commit_all(repo, env, "data through git-lfs")
+    done = subprocess.run([str(repo / ".git" / "hooks" / "pre-push"), "origin", str(tmp_path / "origin.git")],
+                          cwd=repo, env=hook_env, capture_output=True, text=True, timeout=240,
+                          input=f"refs/heads/main {sha} refs/heads/main {'0' * 40}\n")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "git-lfs is not on PATH" in done.stderr

@@ -664,6 +664,40 @@ def npy_python2_header(payload: bytes) -> bytes:
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + payload
 
 
+def npy_object_field_by_string(payload: bytes) -> bytes:
+    """An .npy whose descr is the string `'i4,O'`: numpy's dtype grammar makes it a structured
+    dtype with an object field, so np.load(allow_pickle=True) unpickles the rest."""
+    return npy({"descr": "i4,O", "fortran_order": False, "shape": (1,)}, payload)
+
+
+def npy_object_subarray_by_string(payload: bytes) -> bytes:
+    """An .npy whose descr is `'(1,)O'`: a subarray of objects, unpickled by np.load(allow_pickle=True)."""
+    return npy({"descr": "(1,)O", "fortran_order": False, "shape": (1,)}, payload)
+
+
+def npy_python2_spaced_long(payload: bytes) -> bytes:
+    """An object .npy whose shape is `(1 L,)`: numpy's Python 2 filter drops a NAME token `L` after
+    a number, wherever the spaces are."""
+    text = b"{'descr': '|O', 'fortran_order': False, 'shape': (1 L,), }"
+    text += b" " * (-(10 + len(text) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + payload
+
+
+def npz_large_member_without_npy_name(payload: bytes) -> bytes:
+    """An .npz whose member `b` (no .npy in its name, 2 MiB: past what is opened for its size
+    alone) is an object array: np.load reads a member as an array by its magic, not its name."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("b", npy({"descr": "|O", "fortran_order": False, "shape": (1,)}, payload + bytes(2 << 20)))
+    return buffer.getvalue()
+
+
+def joblib_zfile(payload: bytes) -> bytes:
+    """joblib's format before 0.10, which joblib.load still reads: `ZF`, the pickle's length in
+    hex padded to 19 bytes, then the pickle, zlib-compressed."""
+    return b"ZF" + b"%#x" % len(payload) + b" " * (19 - len(b"%#x" % len(payload))) + zlib.compress(payload)
+
+
 def npy_huge_header(payload: bytes) -> bytes:
     """An object .npy (format 2.0) whose header is 100 KB of spaces: np.load(allow_pickle=True)
     reads any length (its 10,000-byte limit applies only without allow_pickle)."""

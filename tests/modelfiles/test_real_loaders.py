@@ -41,6 +41,7 @@ LOADERS = {
     "torch": "import sys, torch; torch.load(sys.argv[1], weights_only=False)",
     "numpy": "import sys, numpy; z = numpy.load(sys.argv[1], allow_pickle=True); z['b']",
     "numpy-npy": "import sys, numpy; numpy.load(sys.argv[1], allow_pickle=True)",
+    "joblib": "import sys, joblib; joblib.load(sys.argv[1])",
     "py7zr": ("import os, pickle, sys, tempfile, py7zr; d = tempfile.mkdtemp(); "
               "py7zr.SevenZipFile(sys.argv[1]).extract(d, targets=['data.pkl']); "
               "pickle.load(open(os.path.join(d, 'data.pkl'), 'rb'))"),
@@ -57,6 +58,11 @@ CASES = {  # name: (builder of tests/corpus/make_model_files.py, file name, load
     "npy-object-by-name": (corpus.npy_object_by_name, "array.npy", "numpy-npy"),
     "npy-python2-header": (corpus.npy_python2_header, "array.npy", "numpy-npy"),
     "npy-huge-header": (corpus.npy_huge_header, "array.npy", "numpy-npy"),
+    "npy-object-field-by-string": (corpus.npy_object_field_by_string, "array.npy", "numpy-npy"),
+    "npy-object-subarray-by-string": (corpus.npy_object_subarray_by_string, "array.npy", "numpy-npy"),
+    "npy-python2-spaced-long": (corpus.npy_python2_spaced_long, "array.npy", "numpy-npy"),
+    "npz-large-member-without-npy-name": (corpus.npz_large_member_without_npy_name, "arrays.npz", "numpy"),
+    "joblib-zfile": (corpus.joblib_zfile, "model.joblib", "joblib"),
 }
 
 
@@ -72,7 +78,7 @@ def check(repo: Path, capsys) -> tuple[int, list[dict]]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_what_the_loader_runs_hfdoctor_reports(tmp_path, capsys, name):
     build, file_name, loader = CASES[name]
-    if loader in ("torch", "py7zr"):
+    if loader in ("torch", "py7zr", "joblib"):
         pytest.importorskip(loader)
     repo, marker = tmp_path / "repo", tmp_path / "marker"
     repo.mkdir()

@@ -150,3 +150,23 @@ def test_every_pushed_commit_is_read_by_one_git_process(tmp_path):
     assert {b.path: b.commit for b in blobs} == added
     assert all(b.size == len(f"content {b.path[1:-4]}\n") for b in blobs)
     assert calls == ["diff-tree", "cat-file"]
+
+
+def test_a_push_of_more_objects_than_are_judged_is_not_proven_safe(pushed_repo, monkeypatch):
+    """A push past MAX_PUSHED_OBJECTS (a million: scaled down here) was judged that far and the rest
+    only said as check-incomplete, a warning: the hook let it through, and a pickle among the
+    objects after the limit was never read. What was not judged is not proven safe (SEC009, an error)."""
+    from hfdoctor.lint.check import Options, check_target
+    from hfdoctor.sources import history
+
+    repo, remote = pushed_repo
+    for i in range(6):
+        (repo / f"notes{i}.md").write_text(f"a note {i}\n")
+    commit(repo, "notes")
+    monkeypatch.setattr(history, "MAX_PUSHED_OBJECTS", 3)
+    since = git(remote, "rev-parse", "main").strip()
+    report = check_target(str(repo), Options(git_rev="HEAD", git_since=since, select=("SEC009",)))
+    [finding] = report.findings
+    assert str(finding.severity) == "error" and "not proven safe" in finding.message and " 3 objects" in finding.message
+    monkeypatch.setattr(history, "MAX_PUSHED_OBJECTS", 1_000)
+    assert check_target(str(repo), Options(git_rev="HEAD", git_since=since, select=("SEC009",))).findings == []

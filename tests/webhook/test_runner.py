@@ -242,3 +242,20 @@ def test_fix_prs_opens_one_fix_pull_request_at_a_time(hub, runner):
     runs = settled(service, 3)
     assert "a fix pull request of ours is already open" in runs[2].verdict, runs[2].verdicts
     assert len(repo.discussions) == 2
+
+
+def test_a_pull_request_that_breaks_its_own_configuration_is_still_commented_on(hub, runner):
+    """A repository's own .hfdoctor.toml is untrusted: a pull request that adds an unusable one
+    (an unknown key) beside a broken template made the head's check a TargetError, the run
+    failed, and the pull request got no comment at all. It is checked without that file, and the
+    comment says the file could not be used."""
+    service = runner()
+    files = {**seed_files(BROKEN_TEMPLATE), ".hfdoctor.toml": b'bogus-key = 1\nignore = ["TPL"]\n'}
+    num = hub.open_pr("acme/model", files, title="Tweak the chat template")
+    assert post(service.url, pr_payload("acme/model", num))[0] == 202
+    [run] = settled(service, 1)
+    assert run.state == "done", run.verdict
+    [comment] = hub.comments("acme/model", num)
+    assert "TPL003 `chat-template-syntax-error`" in section(comment, "**Introduces**")
+    said = section(comment, "**Introduces**")
+    assert "CFG001 `file-unreadable`" in said and "could not be used" in said and ".hfdoctor.toml: bogus-key" in said

@@ -359,6 +359,44 @@ def test_a_damaged_cache_entry_is_ignored_and_rewritten(builds, tmp_path, damage
     assert json.loads(path.read_bytes()) == entry  # and the entry written whole again
 
 
+_READ_IN_A_CHILD = """
+import json, sys
+from pathlib import Path
+from hfdoctor.weights import layout_cache
+slot = layout_cache.Slot(Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]))
+outcome = slot.read()
+# VmHWM: this program's own peak (ru_maxrss keeps the forking process's across exec)
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"outcome": outcome is not None, "peak_kib": peak}))
+"""
+
+
+@pytest.mark.parametrize("hostile", ["a FIFO", "a link to another entry", "30 MB of empty objects"])
+def test_a_hostile_cache_entry_is_ignored_without_a_wait_or_a_gigabyte(builds, tmp_path, hostile):
+    """A FIFO under the entry's name hung every check of that config (open() waits for a writer);
+    30 MB of `{},` built ten million dicts before the entry was validated. The cache is read only
+    as the regular files it writes, within the bounded parser's limits."""
+    expected.expected_layout(UNKNOWN)
+    (path,) = cache_files(tmp_path)
+    good = path.read_bytes()
+    path.unlink()
+    if hostile == "a FIFO":
+        os.mkfifo(path)
+    elif hostile == "a link to another entry":
+        (tmp_path / "elsewhere.json").write_bytes(good)
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        path.write_bytes(b'{"key": "x", "outcome": [' + b"{}," * 10_000_000 + b"{}]}")
+    slot = layout_cache.slot(UNKNOWN, expected.LAYOUT_VERSION)
+    child = subprocess.run([sys.executable, "-c", _READ_IN_A_CHILD, str(slot.directory), slot.key, slot.built_with,
+                            str(slot.layout_version)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    answer = json.loads(child.stdout)
+    assert answer["outcome"] is False and answer["peak_kib"] < 400 * 1024, answer
+    memo.clear()
+    assert expected.expected_layout(UNKNOWN) == LAYOUT and not path.is_symlink()  # built again, written as a file
+    assert json.loads(path.read_bytes()) == json.loads(good)
+
+
 def test_no_cache_inside_the_checked_repository_or_when_turned_off(builds, tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     monkeypatch.setenv("HFDOCTOR_CACHE_DIR", str(repo / ".cache"))

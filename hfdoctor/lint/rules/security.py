@@ -18,6 +18,7 @@ from hfdoctor.modelfiles.scan import embedded_imports, scan_handle, scanned
 from hfdoctor.modelfiles.allowlist import NESTED_LOADERS
 from hfdoctor.repo import PICKLE_SUFFIXES, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
+from hfdoctor.sources import history
 from hfdoctor.sources.base import Unreadable
 from hfdoctor.weights.headers import lfs_pointer, repo_weights
 from hfdoctor.repo.facts import fact
@@ -302,10 +303,10 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     hfdoctor checks a push (the pre-push hook, `--git-since`): each blob the push sends is
     scanned once, as at the tip. A git-lfs pointer is judged by the object it names when
     that object is in the repository's LFS store, since git-lfs uploads it with the push. A
-    pickle of an earlier commit that hfdoctor could not prove safe (a bound stopped its
-    scan, or it is over the 64 MB hfdoctor reads of such a blob) is an error here too, as
-    pickle-not-proven-safe is at the tip; one whose bytes the loader itself refuses is a
-    warning, as pickle-unscannable is.
+    pickle of an earlier commit that hfdoctor could not prove safe (a bound stopped its scan, or it is
+    over the 64 MB hfdoctor reads of such a blob) is an error here too, as pickle-not-proven-safe is at
+    the tip, and so is a push past the million objects judged; one whose bytes the loader itself refuses
+    is a warning, as pickle-unscannable is.
 
     Example: commit A adds model.pkl importing os.system, commit B replaces it with a
     clean file, and both are pushed (tests/sources/test_pushed_history.py).
@@ -341,6 +342,9 @@ def unsafe_pickle_in_history(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         elif scan.problems and scan.kind != "not-pickle":  # bytes the loader refuses too: SEC007's warning at the tip
             yield self.finding(repo, f"{adds}, which could not be fully scanned ({scan.problems[0]}): imports after "
                                f"that point are unknown. {rewrite}", file=blob.path, severity=Severity.WARNING)
+    if getattr(source, "pushed_unjudged", False):  # set when `pushed` was listed, above
+        yield self.finding(repo, f"this push sends more than the {history.MAX_PUSHED_OBJECTS:,} objects hfdoctor "
+                                 "judges: the rest were never read, so it is not proven safe. Push it in parts.")
 
 
 @rule("SEC003", "unsafe-model-file", Severity.ERROR, fix=FixAvailability.NONE)
