@@ -123,6 +123,21 @@ def test_a_repository_cannot_switch_off_what_protects_whoever_loads_it(project):
     assert "SEC001" not in codes(report(str(project))) and check(str(project)).returncode == 0
 
 
+def test_a_repository_cannot_hide_what_its_budget_left_unchecked(project):
+    """40 templates: the 8 after the first 32 are not analysed (template-backdoor never reads them), which
+    check-incomplete says; the repository's own file cannot ignore that, the user's configuration can."""
+    extra = project / "additional_chat_templates"
+    extra.mkdir()
+    for i in range(40):
+        (extra / f"t{i}.jinja").write_text("{% for m in messages %}{{ m['content'] }} v" + str(i) + "{% endfor %}")
+    hiding = 'ignore = ["CFG007", "check-incomplete"]\n[severity]\nCFG007 = "info"\n'
+    (project / ".hfdoctor.toml").write_text(hiding)
+    assert codes(report(str(project))).get("CFG007") == "warning"
+    (project / ".hfdoctor.toml").unlink()
+    (project.parent / ".hfdoctor.toml").write_text(hiding)  # the user's own project: honoured
+    assert "CFG007" not in codes(report(str(project)))
+
+
 def test_engines_the_file_names_decide_what_is_targeted(copy_upstream):
     """SmolLM3-3B's template is only in chat_template.jinja, which TGI does not read (CMP001), and
     minijinja, TGI's engine, cannot compile it (TPL015): info, as nothing in the repository says
