@@ -37,6 +37,7 @@ MAX_MEMBER_BYTES = 256 * 1024 * 1024  # decompressed, per member or stream
 
 ZIP_LOCAL = b"PK\x03\x04"
 GZIP, BZIP2, XZ, LZ4 = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x04\x22\x4d\x18"
+ZSTD = b"\x28\xb5\x2f\xfd"  # pandas.read_pickle reads .zst; no zstd in this Python's standard library
 ZLIB_HEADS = (b"\x78\x01", b"\x78\x5e", b"\x78\x9c", b"\x78\xda")
 SEVEN_ZIP = b"7z\xbc\xaf\x27\x1c"
 
@@ -270,6 +271,8 @@ def compression_of(head: bytes) -> str | None:
         return "xz"
     if head.startswith(LZ4):
         return "lz4"
+    if head.startswith(ZSTD):
+        return "zstd"
     if head[:2] in ZLIB_HEADS:
         return "zlib"
     if len(head) >= 13 and head[0] == 0x5D and (head[5:13] == b"\xff" * 8 or int.from_bytes(head[5:13], "little") < 1 << 40):

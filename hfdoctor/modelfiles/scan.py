@@ -57,8 +57,8 @@ KERAS_CONFIG_BYTES = 16 * 1024 * 1024
 # A compressed file that is neither a pickle nor a container at its start is read to its end
 # (kept: its last 64 KB) to see whether a zip closes it; past this, it is not proven safe.
 MAX_DRAIN = 1024 * 1024 * 1024
-# Files a loader may unpickle or execute, by name; anything else is scanned only when its
-# content says it is a pickle or an archive (a polyglot).
+# Files a loader may unpickle or execute, by name; anything else is scanned only when its content says it is a
+# pickle or an archive (a polyglot). zstd and lz4 only under a pickle's name: pandas.read_pickle reads x.pkl.zst.
 SCANNED_SUFFIXES = (
     ".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib", ".dill", ".npy", ".npz", ".gz", ".bz2", ".xz",
     ".lzma", ".zip", ".tar", ".tgz", ".7z", ".keras", ".h5", ".hdf5", ".onnx", ".mar", ".nemo", ".pb", ".pbtxt",
@@ -66,7 +66,7 @@ SCANNED_SUFFIXES = (
 
 
 def scanned(rel: str) -> bool:
-    return rel.lower().endswith(SCANNED_SUFFIXES)
+    return rel.lower().removesuffix(".zst").removesuffix(".zstd").removesuffix(".lz4").endswith(SCANNED_SUFFIXES)
 
 
 def _peek(handle: IO[bytes], n: int = 512) -> bytes:

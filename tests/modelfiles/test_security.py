@@ -326,3 +326,14 @@ def test_remote_code_auto_map(copy_upstream):
     found, _ = run_rules(ModelRepo(path, upstream=OFFLINE), SECURITY_RULES)
     assert [f.file for f in found] == ["tokenizer_config.json"]
     assert "tokenization_acme.py from acme/tok" in found[0].message
+
+
+def test_a_zstd_pickle_is_not_proven_safe_and_a_zstd_dataset_is_not_a_pickle(tmp_path):
+    """pandas.read_pickle reads model.pkl.zst (zstd, which this Python cannot decompress): what it holds is
+    unpickled, so it is not proven safe. train.jsonl.zst is no loader's pickle and is not scanned."""
+    zstd_frame = b"\x28\xb5\x2f\xfd" + bytes(64)
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}')
+    (tmp_path / "model.pkl.zst").write_bytes(zstd_frame)
+    (tmp_path / "train.jsonl.zst").write_bytes(zstd_frame)
+    found = {(f["code"], f["file"]) for f in check_json(tmp_path, "--select", "SEC")[0]["findings"]}
+    assert ("SEC006", "model.pkl.zst") in found and not any(file == "train.jsonl.zst" for _, file in found)
