@@ -54,7 +54,11 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - modules_to_save or whole tensors saved beside the LoRA weights (a trained lm_head,
       resized embeddings): vLLM refuses the adapter ("only supports modules_to_save being
       None"), merge it to serve it (warning); a rank above 16 needs vLLM's --max-lora-rank
-      (info).
+      (info);
+    - an adapter_config.json with no peft_type whose keys are another trainer's (mlx-lm saves
+      its training arguments under that name; a JAX export names its base `base_model` beside
+      its LoRA rank) is not a PEFT config: info, and the PEFT checks above are skipped; a
+      folder with no weight file at all is still an error.
 
     Example: a LoRA of HuggingFaceTB/SmolLM2-135M-Instruct saved by PEFT from the folder
     it was trained from: base_model_name_or_path is that absolute path, while the card
@@ -69,6 +73,9 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     yield from _modelfile_problems(repo, self)
     config = repo.adapter_config
     if config is None:
+        return
+    if "peft_type" not in config and (other := _other_trainer(config)):  # PEFT always saves peft_type
+        yield from _not_peft(repo, self, config, other)
         return
     base = config.get("base_model_name_or_path")
     yield from _base_problems(repo, self, config, base if isinstance(base, str) else None)
@@ -92,6 +99,36 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         yield from _base_shape_problems(repo, self, base, weights)
     yield from _vocab_problems(repo, self, config, weights)
     yield from _serving_problems(repo, self, config, weights)
+
+
+def _other_trainer(config: dict[str, Any]) -> str | None:
+    """What wrote an adapter_config.json that is not PEFT's, when its keys say so: mlx-lm saves its
+    training arguments under that name (fine_tune_type, lora_parameters, the base as `model`); other
+    trainers export a LoRA's rank and alpha beside its base (a JAX tunix export: `base_model`)."""
+    if "fine_tune_type" in config or "lora_parameters" in config:
+        return "mlx-lm's training arguments"
+    if any(k in config for k in ("lora_rank", "lora_alpha", "target_modules")) \
+            and any(isinstance(config.get(k), str) for k in ("model", "base_model")):
+        return "another trainer's adapter description"
+    return None
+
+
+def _not_peft(repo: ModelRepo, self: Rule, config: dict[str, Any], what: str) -> Iterator[Finding]:
+    """PEFT's checks do not apply to another trainer's adapter_config.json, but a folder with no weight
+    file at all still has nothing to load."""
+    mlx = what.startswith("mlx-lm")
+    base = next((v for k in ("model", "base_model") if isinstance(v := config.get(k), str) and v.strip()), None)
+    yield self.finding(
+        repo,
+        f"adapter_config.json has no peft_type: it is {what}, not a PEFT config"
+        + (f" (its base: {base!r})" if base else "") + ". PEFT, vLLM and TGI cannot load this folder as an "
+        "adapter; hfdoctor does not check it as a PEFT one.",
+        file=ADAPTER_CONFIG, severity=Severity.INFO,
+    )
+    if not repo.weight_files:
+        yield self.finding(repo, "adapter_config.json but no adapter_model.safetensors (or .bin)"
+                           + (", nor mlx-lm's adapters.safetensors" if mlx else "")
+                           + ": there are no adapter weights to load.", file=ADAPTER_CONFIG)
 
 
 def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: str | None) -> Iterator[Finding]:

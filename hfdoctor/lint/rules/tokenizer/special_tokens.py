@@ -176,7 +176,14 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     setting add_eos_token to false is safe (every reader then agrees, with no eos); when
     tokenizer.json's post-processor appends it, removing it there is unsafe (it changes
     tokenization in every engine). bos disagreements have no automatic fix.
+
+    Not reported for an encoder-decoder model (T5, BART, Pegasus, Marian...: config.json's
+    is_encoder_decoder or model_type, or a PEFT adapter whose task_type is SEQ_2_SEQ_LM):
+    its tokenizer ends the encoder's input with the eos by design, and the decoder starts
+    from its own start token.
     """
+    if encoder_decoder(repo):
+        return
     tc = repo.tokenizer_config or {}
     eos, bos = repo.special_token("eos_token"), repo.special_token("bos_token")
     chat = repo.chat_template is not None
@@ -219,6 +226,21 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                            "every encode", chat,
                            Fix("set add_eos_token to false in tokenizer_config.json", (edit,)) if edit else None)
     yield from _prompt_ends_with_eos(repo, self, eos)
+
+
+# Encoder-decoder model types of transformers: their tokenizers append the eos to the encoder's input.
+ENCODER_DECODER_TYPES = frozenset({
+    "t5", "mt5", "umt5", "longt5", "switch_transformers", "bart", "mbart", "plbart", "pegasus", "pegasus_x",
+    "bigbird_pegasus", "marian", "m2m_100", "nllb-moe", "led", "blenderbot", "blenderbot-small", "fsmt",
+    "prophetnet", "xlm-prophetnet", "mvp"})
+
+
+def encoder_decoder(repo: ModelRepo) -> bool:
+    """An encoder-decoder (seq2seq) model, as its config.json or its PEFT adapter_config.json says."""
+    config = repo.config or {}
+    if config.get("is_encoder_decoder") is True or config.get("model_type") in ENCODER_DECODER_TYPES:
+        return True
+    return str((repo.adapter_config or {}).get("task_type", "")).upper() == "SEQ_2_SEQ_LM"
 
 
 def _appends_eos(repo: ModelRepo, self: Rule, what: str, chat: bool, fix: Fix | None) -> Finding:
