@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from hfdoctor.bounded.budget import NotReadable, read_regular_file
 from hfdoctor.bounded.parsing import load_json
 from hfdoctor.weights.outcome import CannotVerify, Outcome, outcome_from_json, outcome_to_json
 
@@ -143,25 +143,12 @@ class Slot:
 
 
 def _read_entry(path: Path) -> bytes | None:
+    """An entry's bytes: a regular file (a FIFO under its name is refused, never waited on), never read through
+    a link, at most MAX_ENTRY_BYTES; None otherwise (it is then rebuilt)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0))
-    except OSError:
+        return read_regular_file(path, MAX_ENTRY_BYTES, follow_symlinks=False)
+    except NotReadable:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, total = [], 0
-        while total <= MAX_ENTRY_BYTES:
-            chunk = os.read(fd, min(1 << 20, MAX_ENTRY_BYTES + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks) if total <= MAX_ENTRY_BYTES else None
 
 
 def slot(config: dict[str, Any], layout_version: int, forbidden: Path | None = None) -> Slot | None:
