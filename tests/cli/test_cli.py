@@ -30,10 +30,12 @@ def test_rules_lists_every_contract_name():
     names = {r["rule"] for r in rules}
     contract = contract_rule_names()
     assert len(contract) >= 40
-    # Every contract name means what CONTRACT.md says; remote-code is hfdoctor's own addition, and so
-    # are the rules split from a contract name (TOK001, SEC001), which keep it as an alias.
+    # Every contract name means what CONTRACT.md says; remote-code and system-prompt-dropped are
+    # hfdoctor's own additions, and so are the rules split from a contract name (TOK001, SEC001),
+    # which keep it as an alias.
     split = {r.name for old in ("TOK001", "SEC001") for r in standing_for(old)}
-    assert names - contract == {"remote-code"} | (split - contract), names - contract
+    own = {"remote-code", "system-prompt-dropped"}
+    assert names - contract == own | (split - contract), names - contract
     assert {"generation-config", "pad-token-is-eos", "tokenizer-adds-eos", "config-inconsistent",
             "adapter-inconsistent", "quantization-inconsistent", "unsafe-pickle"} <= names
     assert len({r["code"] for r in rules}) == len(rules)

@@ -2,7 +2,7 @@
 
 - presence: TPL001 missing-chat-template, TPL002 chat-template-conflict;
 - rendering: TPL003 syntax, TPL004 render errors, TPL005 markers that are not tokens;
-- serving: TPL006 generation prompt, TPL007 double BOS, TPL008 thinking toggle, TPL009 kwargs;
+- serving: TPL006 generation prompt, TPL007 double BOS, TPL008 thinking toggle, TPL009 kwargs, TPL017 a dropped system message;
 - training: TPL010 prefix stability, TPL011 train/inference, TPL012 assistant masks;
 - drift: TPL013 template-drift (against every template upstream published, when the trained one can be known);
 - provenance: TPL014 template-backdoor (what the source does on purpose);
