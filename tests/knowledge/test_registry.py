@@ -142,6 +142,9 @@ def test_repo_patterns():
     assert registry.family_of_repo_id("meta-llama/Meta-Llama-3.1-8B").key == "llama3"
     assert registry.family_of_repo_id("deepseek-ai/DeepSeek-R1-Distill-Llama-8B").key == "deepseek-r1"
     assert registry.family_of_repo_id("openai/gpt-oss-20b").key == "gpt-oss"
+    assert registry.family_of_repo_id("THUDM/glm-4-9b-chat").key == "glm4-9b"
+    assert registry.family_of_repo_id("THUDM/chatglm3-6b").key == "chatglm"
+    assert registry.family_of_repo_id("allenai/OLMo-2-1124-13B-Instruct").key == "olmo2"
     assert registry.family_of_repo_id("some-user/my-model") is None
 
 
