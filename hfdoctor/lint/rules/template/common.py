@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from hfdoctor.chat import corpus
 from hfdoctor.chat.analysis import analyze_source
+from hfdoctor.chat.render_plan import has_generation_tag
 from hfdoctor.repo import ModelRepo
 
 if TYPE_CHECKING:
@@ -80,3 +81,15 @@ def mode_text(mode: dict[str, Any]) -> str:
 def is_token_name(variable: str | None) -> bool:
     """bos_token, eos_token, image_token...: passed from the tokenizer config, not by callers."""
     return bool(variable) and variable.endswith("_token")
+
+
+# Why a template with `{% generation %}` is the one its checkpoint learnt: said where a rule stands down.
+TRAINING_TEMPLATE = ("it marks assistant turns with {% generation %} for a trainer's loss mask (TRL's "
+                     "assistant_only_loss), so it is the template this checkpoint was trained with")
+
+
+def training_template(analysis: "TemplateAnalysis") -> bool:
+    """The template carries `{% generation %}` tags, which exist only to mask the loss in training
+    (transformers' return_assistant_tokens_mask, TRL's assistant_only_loss): a trainer saved the
+    template it trained with, so the weights learnt this format, whatever upstream's is."""
+    return has_generation_tag(analysis.text)

@@ -8,6 +8,8 @@ family's canonical upstream template, and every other template upstream publishe
   registry does not tie to the family (its weights learnt that model's format);
 - a template whose turn markers are tokens the checkpoint itself added (a ChatML retrain of
   Mistral, a Gemma 2 fine-tune with <|im_start|>): the fine-tune's own trained format;
+- a template with `{% generation %}` tags (TRL's assistant_only_loss): a trainer saved the
+  template it trained with, so it is the fine-tune's own trained format too;
 - a difference no server ever sends: only what a finished conversation ends with after its
   last turn (unsloth's Phi-3.5 copy, without the trailing <|endoftext|>), or the default date
   string of a Llama 3.x template.
@@ -30,7 +32,7 @@ from hfdoctor.knowledge.registry import Variant
 from hfdoctor.knowledge.upstream import canonical_template, shipped_revisions
 from hfdoctor.lint.edits.template_edits import replace_template_fix
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
-from hfdoctor.lint.rules.template.common import default_template
+from hfdoctor.lint.rules.template.common import TRAINING_TEMPLATE, default_template, training_template
 from hfdoctor.lint.rules.template.design import candidate_variants, upstream_templates
 from hfdoctor.repo import ModelRepo
 
@@ -181,7 +183,8 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Not drift: a checkpoint trained from another format (its family's pre-trained base, or a
     Hub model the registry does not tie to the family); a template whose turn markers are
-    tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma); differences no
+    tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma), or that carries
+    `{% generation %}` tags (a trainer saved the template it trained with); differences no
     server sends (what a finished conversation ends with after its last turn, the default date
     of a Llama 3.x template). When the base an adapter was trained from cannot be read, which
     template its weights learnt cannot be known: info.
@@ -262,9 +265,11 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             return
     own = _own_markers(repo, lineage, analysis, [u.analysis for u in upstreams])
     unknown = _unknown_base(repo)
-    if own or unknown:
+    trained = training_template(analysis)
+    if own or unknown or trained:
         why = (f"its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added, so it was trained on "
-               "its own format" if own else f"{unknown}, so which template its weights learnt cannot be known")
+               "its own format" if own else TRAINING_TEMPLATE if trained
+               else f"{unknown}, so which template its weights learnt cannot be known")
         yield self.finding(
             repo,
             f"the chat template differs from the upstream {variant.template.repo} template, {differs}; {why}. "

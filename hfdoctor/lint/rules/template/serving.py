@@ -13,7 +13,8 @@ from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import (
-    analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text, template_sources,
+    TRAINING_TEMPLATE, analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text,
+    template_sources, training_template,
 )
 from hfdoctor.lint.rules.template.design import design_facets, fixed_upstream, upstream_templates
 
@@ -224,6 +225,10 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Fix: unsafe; replace the template with the variant's upstream template; unsafe
     because any local edits to the template are lost.
+
+    Info, not a warning, for a template with `{% generation %}` tags: a trainer saved the
+    template it trained with (TRL's assistant_only_loss), so the fine-tune learnt that one,
+    switch or no switch, and upstream's would serve it prompts it never saw.
     """
 
     found = default_template(repo)
@@ -241,6 +246,17 @@ def thinking_toggle_ignored(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         what = " and ".join(f"{t.kwarg}=True and {t.kwarg}=False" for t in toggles) + " render the same prompt"
     else:
         what = "the template never reads enable_thinking"
+    if training_template(analysis):
+        # The checkpoint learnt this template, switch or no switch: upstream's would serve it
+        # prompts (an empty <think></think> pre-fill) it never saw.
+        yield self.finding(
+            repo,
+            f"{variant.display} is a hybrid-thinking model and {what}, but {TRAINING_TEMPLATE}: the fine-tune "
+            "learnt no thinking switch. Serve it with this template; chat_template_kwargs={'enable_thinking': ...} "
+            "changes nothing for it.",
+            file=source.file, pointer=source.pointer, severity=Severity.INFO,
+        )
+        return
     fix, note = upstream_replacement(repo, source, variant,
                                      f"replace the template with the upstream {variant.display} one")
     yield self.finding(

@@ -180,9 +180,12 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Not reported for an encoder-decoder model (T5, BART, Pegasus, Marian...: config.json's
     is_encoder_decoder or model_type, or a PEFT adapter whose task_type is SEQ_2_SEQ_LM):
     its tokenizer ends the encoder's input with the eos by design, and the decoder starts
-    from its own start token.
+    from its own start token. Nor for an encoder that generates nothing (a BERT or RoBERTa
+    classifier: a PEFT adapter whose task_type is SEQ_CLS, TOKEN_CLS, QUESTION_ANS or
+    FEATURE_EXTRACTION, or config.json's architectures all *ForSequenceClassification and the
+    like): its tokenizer ends every input with [SEP] or </s> by design.
     """
-    if encoder_decoder(repo):
+    if encoder_decoder(repo) or encoder_only(repo):
         return
     tc = repo.tokenizer_config or {}
     eos, bos = repo.special_token("eos_token"), repo.special_token("bos_token")
@@ -241,6 +244,23 @@ def encoder_decoder(repo: ModelRepo) -> bool:
     if config.get("is_encoder_decoder") is True or config.get("model_type") in ENCODER_DECODER_TYPES:
         return True
     return str((repo.adapter_config or {}).get("task_type", "")).upper() == "SEQ_2_SEQ_LM"
+
+
+# PEFT task types of models that encode and never generate (peft.TaskType).
+ENCODER_TASK_TYPES = frozenset({"SEQ_CLS", "TOKEN_CLS", "QUESTION_ANS", "FEATURE_EXTRACTION"})
+# Heads of transformers' encoder-only classes: a model built with one of them generates nothing.
+ENCODER_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
+                 "ForMultipleChoice")
+
+
+def encoder_only(repo: ModelRepo) -> bool:
+    """A model that encodes and never generates, as its PEFT adapter_config.json's task_type or its config.json's
+    architectures say (a causal model's classification head is still read as a classifier: it generates nothing)."""
+    if str((repo.adapter_config or {}).get("task_type", "")).upper() in ENCODER_TASK_TYPES:
+        return True
+    architectures = (repo.config or {}).get("architectures")
+    return (isinstance(architectures, list) and bool(architectures)
+            and all(isinstance(a, str) and a.endswith(ENCODER_HEADS) for a in architectures))
 
 
 def _appends_eos(repo: ModelRepo, self: Rule, what: str, chat: bool, fix: Fix | None) -> Finding:
