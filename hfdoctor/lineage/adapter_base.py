@@ -28,7 +28,7 @@ from hfdoctor.knowledge.registry import Family, Variant
 from hfdoctor.repo import ModelRepo, as_id_list
 from hfdoctor.repo.facts import fact
 from hfdoctor.knowledge.upstream import Upstream, read_file
-from hfdoctor.weights.adapter import QUANTIZED_COPY, local_path
+from hfdoctor.weights.adapter import QUANTIZED_COPY, cached_hub_id, local_path
 
 # The most bytes of a base's config file read from an upstream folder or the cache.
 MAX_BASE_CONFIG_BYTES = 4 * 1024 * 1024
@@ -94,7 +94,9 @@ def _resolve(repo: ModelRepo) -> AdapterBase:
     if named and not local_path(named):
         candidates.append((named.strip(), "adapter_config.json"))
     candidates += [(b, "the model card's base_model") for b in lineage_mod.card_base_models(repo) if not local_path(b)]
-    if named and local_path(named):
+    if named and local_path(named) and cached_hub_id(named):
+        candidates.insert(0, (cached_hub_id(named), f"the Hugging Face cache folder {named!r}"))
+    elif named and local_path(named):
         folder = named.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
         candidates += [(repo_id, f"the name of the training machine's folder {named!r}")
                        for repo_id in _registry_repos_named(folder)]

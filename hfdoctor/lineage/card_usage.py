@@ -15,6 +15,7 @@ from hfdoctor.bounded import patterns
 
 from hfdoctor.knowledge import registry
 from hfdoctor.repo import ModelRepo
+from hfdoctor.weights.adapter import cached_hub_id
 
 CARD_HEADING = patterns.compile(r"(?m)^#\s+(\S[^\n]{0,200}?)\s*$")
 
@@ -83,9 +84,11 @@ def declared_chat_format(repo: ModelRepo) -> tuple[tuple[str, str], str | None] 
 
 def trained_from(repo: ModelRepo) -> list[str]:
     """The Hub ids of the model this checkpoint was trained from, as training wrote them: the
-    base a PEFT adapter names, config.json's _name_or_path (local paths left out)."""
+    base a PEFT adapter names, config.json's _name_or_path (a Hugging Face cache download's path
+    read as the repo it holds; other local paths left out)."""
     found = [adapter_base_model(repo), (repo.config or {}).get("_name_or_path")]
-    return [name for name in found if isinstance(name, str) and _hub_id(name)]
+    names = [name if _hub_id(name) else cached_hub_id(name) for name in found if isinstance(name, str)]
+    return [name for name in names if name]
 
 
 def _hub_id(name: str) -> bool:

@@ -268,6 +268,18 @@ def local_path(value: str) -> bool:
     return parts[0].lower() in LOCAL_ROOTS or CHECKPOINT_DIR.fullmatch(parts[1]) is not None
 
 
+def cached_hub_id(value: str) -> str | None:
+    """'org/name' when a training machine's path is a Hugging Face cache download of that Hub repo
+    (huggingface_hub keeps org/name in models--org--name/snapshots/<commit>; a repo id never holds
+    '--', so the folder name splits one way only); else None."""
+    for segment in value.replace("\\", "/").split("/"):
+        parts = segment.split("--")
+        if parts[0] == "models" and len(parts) in (2, 3) and all(parts[1:]):
+            repo_id = "/".join(parts[1:])  # models--gpt2: an organisation-less legacy id
+            return repo_id if REPO_ID.match(repo_id) else None
+    return None
+
+
 def quantized_copy(value: str) -> bool:
     return QUANTIZED_COPY.search(value.rsplit("/", 1)[-1]) is not None
 

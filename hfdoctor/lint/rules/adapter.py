@@ -13,8 +13,8 @@ from hfdoctor.repo import ADAPTER_CONFIG, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.repo.modelfile import modelfile
 from hfdoctor.weights.adapter import (MAX_RANK_PATTERN_KEYS, READS_HIDDEN, WRITES_HIDDEN, AdapterWeights,
-                                      ModuleTargets, RankPatterns, adapter_weights, local_path, quantized_copy,
-                                      registry_base, registry_release)
+                                      ModuleTargets, RankPatterns, adapter_weights, cached_hub_id, local_path,
+                                      quantized_copy, registry_base, registry_release)
 from hfdoctor.weights.headers import repo_weights
 
 VLLM_DEFAULT_MAX_RANK = 16  # vLLM's --max-lora-rank default
@@ -23,7 +23,7 @@ SHOWN = 5  # names a message lists before "and N more"
 EMBEDDING_NAMES = ("embed_tokens", "lm_head", "wte", "embed_in", "embed_out", "word_embeddings", "output_layer")
 
 
-@rule("ADP001", "adapter-inconsistent", Severity.ERROR, fix=FixAvailability.UNSAFE)
+@rule("ADP001", "adapter-inconsistent", Severity.ERROR, fix=FixAvailability.SOMETIMES)
 def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A PEFT adapter's config, weights and card disagree with each other or with the base model.
 
@@ -35,7 +35,9 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     What is flagged:
     - base_model_name_or_path is a folder of the training machine (`/content/model`,
       `outputs/checkpoint-500`): nobody else can load it (warning; unsafe fix: the card's
-      base_model); a quantized copy (`unsloth/...-bnb-4bit`, GPTQ, AWQ): servers and
+      base_model; a safe one when the folder is a Hugging Face cache download,
+      `~/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/<commit>`, whose name is the
+      Hub repo itself); a quantized copy (`unsloth/...-bnb-4bit`, GPTQ, AWQ): servers and
       merges load that lossy copy (warning); a model of another family than the card's
       base_model (error);
     - no adapter weights, LoRA A/B ranks that differ from r/rank_pattern or from each
@@ -66,8 +68,9 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     its base named, under a card whose base_model is meta-llama/Llama-3.2-1B-Instruct is
     an error: another family.
 
-    Fix: unsafe; set base_model_name_or_path to the card's base_model when the config
-    names a folder of the training machine (the card may be wrong too). The other
+    Fix: sometimes; when the config names a folder of the training machine, safe when that
+    folder is a Hugging Face cache download (the repo its name holds), else unsafe: the card's
+    base_model (the card may be wrong too). The other
     disagreements have no automatic fix: they are the trainer's to redo.
     """
     yield from _modelfile_problems(repo, self)
@@ -138,7 +141,18 @@ def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: st
                            pointer="/base_model_name_or_path" if "base_model_name_or_path" in config else None)
         return
     card_bases = [b for b in lineage_mod.card_base_models(repo) if not local_path(b)]
-    if local_path(base):
+    cached = cached_hub_id(base) if local_path(base) else None
+    if cached is not None:
+        # The path itself names the Hub repo the weights were trained from: nothing is guessed.
+        edit = json_set_value(repo, ADAPTER_CONFIG, "/base_model_name_or_path", cached)
+        yield self.finding(
+            repo,
+            f"base_model_name_or_path is {base!r}, the training machine's Hugging Face cache download of {cached}: "
+            f"PEFT's AutoPeftModel, vLLM and the Hub's model tree cannot find that path anywhere else. Name {cached}.",
+            file=ADAPTER_CONFIG, pointer="/base_model_name_or_path", severity=Severity.WARNING,
+            fix=Fix(f"set base_model_name_or_path to {cached}", (edit,), Applicability.SAFE) if edit else None,
+        )
+    elif local_path(base):
         fix = None
         if len(card_bases) == 1:
             edit = json_set_value(repo, ADAPTER_CONFIG, "/base_model_name_or_path", card_bases[0])
@@ -155,8 +169,9 @@ def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: st
         yield self.finding(
             repo,
             f"base_model_name_or_path is {base!r}, a quantized copy made for QLoRA training: AutoPeftModel and "
-            "merges load that lossy copy, and vLLM cannot serve LoRA on a bitsandbytes base. Name the 16-bit model"
-            + (f" ({full})" if full else "") + " the adapter is served on.",
+            "merges load that lossy copy (PEFT merges into quantized layers with rounding errors, and not at all "
+            "into GPTQ or AWQ ones), so the model users get is not the one the adapter is meant for. Name the "
+            "16-bit model" + (f" ({full})" if full else "") + " the adapter is served on.",
             file=ADAPTER_CONFIG, pointer="/base_model_name_or_path", severity=Severity.WARNING,
         )
     fam = registry.family_of_repo_id(base) if not local_path(base) else None
