@@ -185,8 +185,13 @@ def pins(rows: list[Row]) -> dict[str, list[list[str]]]:
 
 
 def write_pins(rows: list[Row]) -> None:
+    """Rewrite the true pins from today's findings; the false pins are kept and added to: a false
+    finding that a fix made disappear must stay pinned, or nothing holds that it stays gone."""
     data = json.loads(JUDGMENTS.read_text(encoding="utf-8"))
-    data["pins"] = pins(rows)
+    found = pins(rows)
+    kept = {tuple(p) for p in data.get("pins", {}).get("false", [])}
+    found["false"] = [list(p) for p in sorted(kept | {tuple(p) for p in found["false"]})]
+    data["pins"] = found
     JUDGMENTS.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
