@@ -12,6 +12,9 @@ from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, location
+from hfdoctor.chat.analysis import analyze
+from hfdoctor.knowledge.upstream import shipped_revisions
+from hfdoctor.lint.rules.template.design import candidate_variants, design_facets, upstream_templates
 
 TOOL_CLAIM = patterns.compile(r"(?i)\b(function[- ]calling|tool[- ](?:use|calling|calls?)|tool-call-parser|"
                               r"enable-auto-tool-choice|agentic tool)\b")
@@ -48,6 +51,12 @@ def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     result (is the call's argument still there?). The card's claim is a phrase ("function
     calling", "tool use", `--tool-call-parser`) or a tag (`function-calling`, `tool-use`).
 
+    Severity: warning; info when the template is upstream's own or a template of the family
+    ignores tools too (its design), and info when no upstream template of the family is known
+    here: some families take tools written into the prompt by the caller or an agent framework
+    (LFM2's first template, InternLM2 through lagent), and nothing then says the template
+    departs from that design. A template that drops past tool calls contradicts itself: warning.
+
     Example: Mistral-7B-Instruct-v0.3's card shows function calling, but a template without
     `[AVAILABLE_TOOLS]` renders the same prompt with or without tools.
 
@@ -64,11 +73,23 @@ def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     renders_tools = corpus.TOOL_NAME in (with_tools.text or "")
     claim = tool_claim(repo)
     if claim is not None and not renders_tools:
+        upstream = upstream_templates(repo)
+        renders = _upstream_rendering_tools(repo)
+        # An upstream template that renders tools says this one is behind it (Mistral v0.3's launch
+        # template, before its tool-calling revision), even when this one is an earlier upstream text.
+        facets = [] if renders is not None else design_facets(repo, analysis, _ignores_tools)
+        # Some families take tools written into the prompt by the caller or an agent framework (LFM2's
+        # first template, InternLM2 through lagent): without an upstream template of the family to
+        # compare, nothing says this one departs from its design.
+        unverified = not facets and not upstream
         yield self.finding(
             repo,
             f"{claim} (tool calling), but the chat template ignores `tools`: the prompt is the same with or without "
-            "tool definitions, so apply_chat_template(tools=...) and servers' `tools` never reach the model.",
-            **location(repo, source, None),
+            "tool definitions, so apply_chat_template(tools=...) and servers' `tools` never reach the model."
+            + (f" {renders[0].upper()}{renders[1:]} renders them." if renders is not None else "")
+            + (" (No upstream template of this family is known here to tell whether writing tools into the prompt "
+               "by hand is its design.)" if unverified else ""),
+            **location(repo, source, None), facets=facets, severity=Severity.INFO if unverified else None,
         )
         return
     last = analysis.rendered("tool_call", False)
@@ -84,6 +105,24 @@ def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             "use breaks (render `message.tool_calls` for every assistant turn, not only the last).",
             **location(repo, source, None),
         )
+
+
+def _upstream_rendering_tools(repo: ModelRepo) -> str | None:
+    """'the upstream X template' (or an upstream revision's name) that renders tools, among the
+    family's canonical templates and the other revisions hfdoctor ships; else None."""
+    for upstream in upstream_templates(repo):
+        if not _ignores_tools(upstream.analysis):
+            return f"the upstream {upstream.repo_id} template"
+    for variant in candidate_variants(repo):
+        for sha, text in shipped_revisions(variant):
+            if not _ignores_tools(analyze(repo, text)):
+                return variant.template_name(sha) or f"an upstream {variant.display} template"
+    return None
+
+
+def _ignores_tools(analysis) -> bool:
+    with_tools = analysis.outcome("tools_available", True)
+    return with_tools is not None and with_tools.error is None and corpus.TOOL_NAME not in (with_tools.text or "")
 
 
 RULES = [tool_support_mismatch]
