@@ -11,6 +11,6 @@ One package, one module per concern (the shape modelaudit, the strongest such sc
   attributes of an HDF5 file (a Keras model_config), read where h5py reads them;
 - scan: the dispatcher (content first, name second), the container tricks, nested scans.
 
-Nothing here unpickles, imports, extracts or writes anything; rules/security.py turns scans
+Nothing here unpickles, imports, extracts or writes anything; rules/security/ turns scans
 into findings.
 """

@@ -3,7 +3,7 @@
 ModelRepo reads files. What is derived from them is the work of other modules: the lineage
 (hfdoctor.lineage), an adapter's base model (lineage.adapter_base), the weights' headers and layout
 and their comparison with the declared model (hfdoctor.weights), the model-file scans
-(lint.rules.security), the chat templates' analyses (chat.analysis), the compat problems and targets
+(lint.rules.security.pickles), the chat templates' analyses (chat.analysis), the compat problems and targets
 (hfdoctor.compat), the family's upstream templates (lint.rules.template.design). Several rules ask
 for each, so each is computed once per repository and kept in that repository's Facts:
 `repo.facts`, made with the repository and gone with it.

@@ -9,7 +9,7 @@ from typing import Iterator
 from hfdoctor.knowledge import registry
 from hfdoctor.repo.file_names import browser_duplicate_of
 from hfdoctor.findings import Finding, Severity
-from hfdoctor.repo import METADATA_JSON_FILES, ModelRepo
+from hfdoctor.repo import METADATA_JSON_FILES, ModelRepo, remote_code
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.headers import bin_index_shards, safetensors_index_shards
 
@@ -102,6 +102,13 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     Example: a merge script copied `architectures` from one parent and `model_type` from
     the other.
 
+    The repository's own code can also contradict model_type: a config with model_type "qwen2"
+    whose auto_map sends AutoModelForCausalLM to its own modeling_qwen2.py, which turns each MLP
+    into a mixture of experts (`self.experts = nn.ModuleList(...)`), is an MoE model only under
+    trust_remote_code=True. vLLM, TGI, SGLang, llama.cpp's converter and plain transformers build
+    the dense native class, and the expert weights do not fit it (warning; the code is read as
+    text, never run, and only for model types whose native class is dense).
+
     Fix: none automatic (which side is right depends on the weights; weights-config-mismatch
     tells). Model types transformers does not know (custom code) are reported as info. A
     config.json without `architectures` beside a GGUF or a PEFT adapter (Unsloth's stub
@@ -174,7 +181,24 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
                     file="config.json", pointer=f"/architectures/{i}",
                     severity=Severity.WARNING if close else Severity.INFO,
                 )
+    yield from _experts_under_dense_type(repo, self)
     yield from _dimension_problems(repo, self, config)
+
+
+def _experts_under_dense_type(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
+    found = remote_code.experts_in_dense_type(repo)
+    if found is None:
+        return
+    yield self.finding(
+        repo,
+        f"model_type {found.model_type!r} is a dense model in transformers, but the code auto_map loads for "
+        f"{found.auto_class} ({found.ref}) is a mixture of experts ({found.file} line {found.line} creates "
+        "`self.experts`): only transformers with trust_remote_code=True builds these experts. vLLM, TGI, SGLang, "
+        f"llama.cpp's converter and transformers without it build a dense {found.model_type} whose layers have "
+        "no experts, so the expert weights fail to load or are left out. Give the model a model_type of its own "
+        "(or the mixture-of-experts type whose layout it follows).",
+        file="config.json", pointer="/model_type", severity=Severity.WARNING,
+    )
 
 
 def _dimension_problems(repo: ModelRepo, self: Rule, config: dict) -> Iterator[Finding]:
