@@ -15,7 +15,8 @@ family's canonical upstream template, and every other template upstream publishe
   string of a Llama 3.x template.
 
 When the base a checkpoint was trained from cannot be read (an adapter naming a local folder,
-or none), which template its weights learnt cannot be known: a difference is info.
+or none; a full checkpoint that names no model at all, as one pre-trained from scratch with a
+borrowed tokenizer), which template its weights learnt cannot be known: a difference is info.
 """
 
 from __future__ import annotations
@@ -58,9 +59,17 @@ def _trained_from_another_format(repo: ModelRepo, lineage: lineage_mod.Lineage) 
 
 
 def _unknown_base(repo: ModelRepo) -> str | None:
-    """Why the model an adapter was trained from cannot be read (a local folder, or no name)."""
-    if not repo.is_adapter or lineage_mod.trained_from(repo) or lineage_mod.card_base_models(repo):
+    """Why the model a checkpoint was trained from cannot be read: an adapter's base that is a local
+    folder, or no name at all (an adapter without one; a full checkpoint whose config.json has no
+    _name_or_path and no card naming a base, such as a model pre-trained from scratch with a borrowed
+    tokenizer, whose template is that tokenizer's stock one)."""
+    if lineage_mod.trained_from(repo) or lineage_mod.card_base_models(repo):
         return None
+    if not repo.is_adapter:
+        named = (repo.config or {}).get("_name_or_path")
+        if repo.config is None or (isinstance(named, str) and named.strip()):
+            return None
+        return "it names no model it was trained from (config.json has no _name_or_path, no card names a base)"
     base = lineage_mod.adapter_base_model(repo)
     return f"its base is {base!r}, a local folder" if base else "it names no base model"
 
@@ -186,8 +195,9 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma), or that carries
     `{% generation %}` tags (a trainer saved the template it trained with); differences no
     server sends (what a finished conversation ends with after its last turn, the default date
-    of a Llama 3.x template). When the base an adapter was trained from cannot be read, which
-    template its weights learnt cannot be known: info.
+    of a Llama 3.x template). When the base a checkpoint was trained from cannot be read (an
+    adapter's local folder or none; a full checkpoint naming no model at all), which template its
+    weights learnt cannot be known: info.
 
     Why: the weights were trained on the upstream format. A fine-tune that ships a
     different template is served prompts the base never saw, unless the fine-tune
