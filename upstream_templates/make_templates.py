@@ -61,7 +61,8 @@ REVISIONS = {
     "ba03a121d097859c7b5b9cd03af99aafe95275210d2876f642ad9929a150f122": "llama3.meta-llama-3-8b-instruct.jinja",
     "5816fce10444e03c2e9ee1ef8a4a1ea61ae7e69e438613f3b17b69d0426223a4": "llama3.llama-3.2-3b-instruct.jinja",
     "e16746b40344d6c5b5265988e0328a0bf7277be86f1c335156eae07e29c82826": "mistral.spm.mistral-7b-instruct-v0.3-tools.jinja",
-    "796853172235ab3aaa4810013ddfe2eab481bda3306dad4f700c00d436eed596": "mistral.spm.mistral-7b-instruct-v0.2-system.jinja",
+    "796853172235ab3aaa4810013ddfe2eab481bda3306dad4f700c00d436eed596":
+        "mistral.spm.mistral-7b-instruct-v0.2-system.jinja",
     "9524df67b77a7b25a2dfee898f75b316a157eb9d855b51e32aeac79d7c8a83ce": "granite.granite-4.0-h-1b.jinja",
 }
 # Revisions no maker's folder here holds: the copy a fine-tune saved (slug, file, where it came from).

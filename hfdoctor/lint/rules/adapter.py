@@ -114,8 +114,9 @@ def _other_trainer(config: dict[str, Any]) -> str | None:
     `model_class` and its `version` ("adapters.1.0.1")."""
     if "fine_tune_type" in config or "lora_parameters" in config:
         return "mlx-lm's training arguments"
+    version = str(config.get("version", ""))
     if isinstance(config.get("config"), dict) and isinstance(config.get("model_name"), str) \
-            and ("model_class" in config or str(config.get("version", "")).startswith(("adapters.", "adapter-transformers"))):
+            and ("model_class" in config or version.startswith(("adapters.", "adapter-transformers"))):
         return "an AdapterHub (adapters library) adapter configuration"
     if any(k in config for k in ("lora_rank", "lora_alpha", "target_modules")) \
             and any(isinstance(config.get(k), str) for k in ("model", "base_model")):
