@@ -61,12 +61,23 @@ REVISIONS = {
     "ba03a121d097859c7b5b9cd03af99aafe95275210d2876f642ad9929a150f122": "llama3.meta-llama-3-8b-instruct.jinja",
     "5816fce10444e03c2e9ee1ef8a4a1ea61ae7e69e438613f3b17b69d0426223a4": "llama3.llama-3.2-3b-instruct.jinja",
     "e16746b40344d6c5b5265988e0328a0bf7277be86f1c335156eae07e29c82826": "mistral.spm.mistral-7b-instruct-v0.3-tools.jinja",
+    "796853172235ab3aaa4810013ddfe2eab481bda3306dad4f700c00d436eed596":
+        "mistral.spm.mistral-7b-instruct-v0.2-system.jinja",
+    "9524df67b77a7b25a2dfee898f75b316a157eb9d855b51e32aeac79d7c8a83ce": "granite.granite-4.0-h-1b.jinja",
 }
 # Revisions no maker's folder here holds: the copy a fine-tune saved (slug, file, where it came from).
 REVISION_COPIES = {
     "e16746b40344d6c5b5265988e0328a0bf7277be86f1c335156eae07e29c82826": (
         "Zanggar-T__mistral-lora-finetune__lora_adapter", "chat_template.jinja",
         "Zanggar-T/mistral-lora-finetune@b4483cddb03a0dc25451aeabf21f5e6a38650ddc:lora_adapter"),
+    "796853172235ab3aaa4810013ddfe2eab481bda3306dad4f700c00d436eed596": (
+        "mostafathemar__Arabic-Legal-LLM-QLoRA-Mistral7B__model", "tokenizer_config.json",
+        "mostafathemar/Arabic-Legal-LLM-QLoRA-Mistral7B@8c9c40396b7ea08f54be34448d73e37e7da06e60:model"),
+    # Byte for byte ../shared/upstream/ibm-granite--granite-4.0/chat_template.jinja (llama.cpp's copy), whose
+    # folder is not named after a Hub repo.
+    "9524df67b77a7b25a2dfee898f75b316a157eb9d855b51e32aeac79d7c8a83ce": (
+        "worldteacher-global__LLM-World__sm_artifacts", "chat_template.jinja",
+        "worldteacher-global/LLM-World@7aeb4e9051f0f6ebcae509b46f6dbf8fe4086bae:sm_artifacts"),
 }
 
 
@@ -177,7 +188,10 @@ def main() -> None:
                 slug, file, source = REVISION_COPIES[sha]
                 path = args.community / slug / file
                 if path.is_file():
-                    candidates.append((path.read_text(encoding="utf-8"), f"{source}/{file} (a fine-tune's copy)"))
+                    text = path.read_text(encoding="utf-8")
+                    if file.endswith(".json"):  # tokenizer_config.json: the template is its chat_template
+                        text, file = json.loads(text).get("chat_template") or "", f"{file}#/chat_template"
+                    candidates.append((text, f"{source}/{file} (a fine-tune's copy)"))
             match = next(((t, w) for t, w in candidates if sha256(t) == sha), None)
             kept = shipped.get(name)
             if match is None and kept and sha256((out / name).read_text(encoding="utf-8")) == sha:

@@ -59,8 +59,10 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       (info);
     - an adapter_config.json with no peft_type whose keys are another trainer's (mlx-lm saves
       its training arguments under that name; a JAX export names its base `base_model` beside
-      its LoRA rank) is not a PEFT config: info, and the PEFT checks above are skipped; a
-      folder with no weight file at all is still an error.
+      its LoRA rank; AdapterHub's `adapters` library saves its bottleneck config under `config`
+      and its base as `model_name`, its weights as pytorch_adapter.bin) is not a PEFT config:
+      info, and the PEFT checks above are skipped; a folder with no weight file at all is still
+      an error.
 
     Example: a LoRA of HuggingFaceTB/SmolLM2-135M-Instruct saved by PEFT from the folder
     it was trained from: base_model_name_or_path is that absolute path, while the card
@@ -107,9 +109,15 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def _other_trainer(config: dict[str, Any]) -> str | None:
     """What wrote an adapter_config.json that is not PEFT's, when its keys say so: mlx-lm saves its
     training arguments under that name (fine_tune_type, lora_parameters, the base as `model`); other
-    trainers export a LoRA's rank and alpha beside its base (a JAX tunix export: `base_model`)."""
+    trainers export a LoRA's rank and alpha beside its base (a JAX tunix export: `base_model`);
+    AdapterHub's `adapters` library nests its bottleneck config under `config` beside `model_name`,
+    `model_class` and its `version` ("adapters.1.0.1")."""
     if "fine_tune_type" in config or "lora_parameters" in config:
         return "mlx-lm's training arguments"
+    version = str(config.get("version", ""))
+    if isinstance(config.get("config"), dict) and isinstance(config.get("model_name"), str) \
+            and ("model_class" in config or version.startswith(("adapters.", "adapter-transformers"))):
+        return "an AdapterHub (adapters library) adapter configuration"
     if any(k in config for k in ("lora_rank", "lora_alpha", "target_modules")) \
             and any(isinstance(config.get(k), str) for k in ("model", "base_model")):
         return "another trainer's adapter description"
@@ -120,7 +128,8 @@ def _not_peft(repo: ModelRepo, self: Rule, config: dict[str, Any], what: str) ->
     """PEFT's checks do not apply to another trainer's adapter_config.json, but a folder with no weight
     file at all still has nothing to load."""
     mlx = what.startswith("mlx-lm")
-    base = next((v for k in ("model", "base_model") if isinstance(v := config.get(k), str) and v.strip()), None)
+    base = next((v for k in ("model", "base_model", "model_name") if isinstance(v := config.get(k), str) and v.strip()),
+                None)
     yield self.finding(
         repo,
         f"adapter_config.json has no peft_type: it is {what}, not a PEFT config"

@@ -90,9 +90,11 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                                                        f"({only_remote.remote_code_repo} is published only as remote "
                                                        f"code: transformers has no native "
                                                        f"{model_type or 'implementation'})"),)
-        elif rel == "config.json" and not since and other_model is None and isinstance(model_type, str) and model_type:
-            # An architecture of its own (no transformers release knows the model type): its code is the
-            # only way to load it, by its authors' design; the warning is for code a native class makes needless.
+        elif other_model is None and isinstance(model_type, str) and model_type \
+                and not kb.transformers_since(model_type) and model_type not in registry.architectures():
+            # An architecture of its own (no transformers release knows the model type): its code, its
+            # tokenizer's too (Baichuan2), is the only way to load it, by its authors' design; the warning
+            # is for code a native class makes needless.
             facets = (Facet(FacetKind.UPSTREAM_DESIGN, f"model_type {model_type!r} exists only as this code: "
                                                        "transformers has no implementation of it"),)
         auto_class, ref = refs[0]

@@ -9,7 +9,9 @@ family's canonical upstream template, and every other template upstream publishe
 - a template whose turn markers are tokens the checkpoint itself added (a ChatML retrain of
   Mistral, a Gemma 2 fine-tune with <|im_start|>): the fine-tune's own trained format;
 - a template with `{% generation %}` tags (TRL's assistant_only_loss): a trainer saved the
-  template it trained with, so it is the fine-tune's own trained format too;
+  template it trained with, so it is the fine-tune's own trained format too; so is TRL's stock
+  ChatML, byte for byte (setup_chat_format installs it on the model it is about to train, and
+  SmolLM's cosmo2-tokenizer ships the same text to models pre-trained with it);
 - a difference no server ever sends: only what a finished conversation ends with after its
   last turn (unsloth's Phi-3.5 copy, without the trailing <|endoftext|>), or the default date
   string of a Llama 3.x template.
@@ -63,6 +65,12 @@ def _unknown_base(repo: ModelRepo) -> str | None:
         return None
     base = lineage_mod.adapter_base_model(repo)
     return f"its base is {base!r}, a local folder" if base else "it names no base model"
+
+
+# TRL's setup_chat_format ChatML template, byte for byte (also cosmo2-tokenizer's stock template).
+TRL_CHATML_SHA256 = "153280e3ff55d19da1398bdb3914ee2a51b80429bfaedde11d7d216c39db80f3"
+TRL_CHATML = ("it is TRL's stock ChatML template (setup_chat_format installs it on the model it trains), "
+              "so the checkpoint was trained on its own format")
 
 
 def _only_the_date_differs(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
@@ -183,8 +191,9 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Not drift: a checkpoint trained from another format (its family's pre-trained base, or a
     Hub model the registry does not tie to the family); a template whose turn markers are
-    tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma), or that carries
-    `{% generation %}` tags (a trainer saved the template it trained with); differences no
+    tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma), that carries
+    `{% generation %}` tags (a trainer saved the template it trained with), or that is TRL's stock
+    ChatML (setup_chat_format installs it on the model it trains); differences no
     server sends (what a finished conversation ends with after its last turn, the default date
     of a Llama 3.x template). When the base an adapter was trained from cannot be read, which
     template its weights learnt cannot be known: info.
@@ -266,9 +275,10 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     own = _own_markers(repo, lineage, analysis, [u.analysis for u in upstreams])
     unknown = _unknown_base(repo)
     trained = training_template(analysis)
-    if own or unknown or trained:
+    chatml = analysis.sha256 == TRL_CHATML_SHA256
+    if own or unknown or trained or chatml:
         why = (f"its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added, so it was trained on "
-               "its own format" if own else TRAINING_TEMPLATE if trained
+               "its own format" if own else TRAINING_TEMPLATE if trained else TRL_CHATML if chatml
                else f"{unknown}, so which template its weights learnt cannot be known")
         yield self.finding(
             repo,

@@ -35,8 +35,14 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: Qwen3-8B's tokenizer_config.json with eos_token "<|im_stop|>" (a typo of
     "<|im_end|>"): its tokenizer.json has no such token.
 
+    Not judged when the folder holds only its added tokens (added_tokens.json or
+    added_tokens_decoder, no tokenizer.json, vocab.json or GGUF tokenizer): a Gemma 3 adapter
+    saved with one added token names '<bos>' and '<eos>', tokens of the vocabulary it left out.
+
     Fix: none automatic; name tokens that exist, or add them to the tokenizer.
     """
+    if not _has_base_vocabulary(repo):
+        return  # only added tokens are at hand: a special token of the base vocabulary cannot be judged
     vocab = repo.vocab
     for key in SPECIAL_TOKEN_KEYS:
         token = repo.special_token(key)
