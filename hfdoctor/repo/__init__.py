@@ -40,6 +40,10 @@ METADATA_JSON_FILES = (
     "adapter_config.json",
 )
 ADAPTER_CONFIG = "adapter_config.json"
+# Keys an adapter trainer writes into adapter_config.json: PEFT's, mlx-lm's, AdapterHub's, a JAX export's.
+ADAPTER_KEYS = frozenset({"peft_type", "r", "lora_alpha", "target_modules", "base_model_name_or_path", "task_type",
+                          "rank", "alpha", "lora_rank", "lora_parameters", "fine_tune_type", "model", "base_model",
+                          "model_name", "config"})
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 # git-lfs pointer files (what a clone without LFS data holds): a few hundred bytes of text.
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/"
@@ -277,6 +281,13 @@ class ModelRepo:
     def adapter_config(self) -> dict[str, Any] | None:
         """adapter_config.json of a PEFT adapter repository (None when this is not one)."""
         return self.json_object(ADAPTER_CONFIG) if self.exists(ADAPTER_CONFIG) else None
+
+    @property
+    def describes_adapter(self) -> bool:
+        """adapter_config.json holds a key an adapter trainer writes; a file of that name with none is
+        another program's settings (a Wi-Fi tool's network adapters), not adapter metadata."""
+        config = self.adapter_config
+        return config is not None and bool(ADAPTER_KEYS & config.keys())
 
     @property
     def is_adapter(self) -> bool:

@@ -60,9 +60,11 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - an adapter_config.json with no peft_type whose keys are another trainer's (mlx-lm saves
       its training arguments under that name; a JAX export names its base `base_model` beside
       its LoRA rank; AdapterHub's `adapters` library saves its bottleneck config under `config`
-      and its base as `model_name`, its weights as pytorch_adapter.bin) is not a PEFT config:
-      info, and the PEFT checks above are skipped; a folder with no weight file at all is still
-      an error.
+      and its base as `model_name`, its weights as pytorch_adapter.bin; a bare {rank, alpha,
+      dropout}, mlx-lm's lora_parameters saved alone) is not a PEFT config: info, and the PEFT
+      checks above are skipped; a folder with no weight file at all is still an error. An
+      adapter_config.json with none of the keys any adapter trainer writes (a Wi-Fi tool's
+      network-adapter settings) is not adapter metadata at all: info, nothing else.
 
     Example: a LoRA of HuggingFaceTB/SmolLM2-135M-Instruct saved by PEFT from the folder
     it was trained from: base_model_name_or_path is that absolute path, while the card
@@ -78,6 +80,14 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     yield from _modelfile_problems(repo, self)
     config = repo.adapter_config
     if config is None:
+        return
+    if not repo.describes_adapter:
+        yield self.finding(
+            repo, "adapter_config.json holds none of the keys an adapter trainer writes (PEFT's peft_type, r, "
+            "base_model_name_or_path; mlx-lm's, AdapterHub's): it is another program's file of that name, not "
+            "adapter metadata, and hfdoctor does not check it as an adapter.",
+            file=ADAPTER_CONFIG, severity=Severity.INFO,
+        )
         return
     if "peft_type" not in config and (other := _other_trainer(config)):  # PEFT always saves peft_type
         yield from _not_peft(repo, self, config, other)
@@ -114,6 +124,8 @@ def _other_trainer(config: dict[str, Any]) -> str | None:
     `model_class` and its `version` ("adapters.1.0.1")."""
     if "fine_tune_type" in config or "lora_parameters" in config:
         return "mlx-lm's training arguments"
+    if "rank" in config and ("alpha" in config or "scale" in config):  # PEFT's rank is `r`
+        return "another trainer's LoRA hyperparameters (rank and alpha, as mlx-lm's lora_parameters)"
     version = str(config.get("version", ""))
     if isinstance(config.get("config"), dict) and isinstance(config.get("model_name"), str) \
             and ("model_class" in config or version.startswith(("adapters.", "adapter-transformers"))):

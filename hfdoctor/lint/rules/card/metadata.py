@@ -106,7 +106,8 @@ def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     snippet and the task. Inference providers filter on them.
 
     A folder with a config.json or an adapter_config.json and no README.md at all is a model
-    (or a PEFT adapter) with no card: warning.
+    (or a PEFT adapter) with no card: warning. An adapter_config.json with none of the keys an
+    adapter trainer writes (a Wi-Fi tool's network-adapter settings) does not make one.
 
     Example: `base_model: [Qwen/Qwen3-8B` (unclosed list) or a card with no `---` block.
 
@@ -115,7 +116,7 @@ def card_metadata(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if repo.card is None:
         if "README.md" in repo.problems:
             return  # file-unreadable reports why it could not be read
-        if repo.config is not None or repo.adapter_config is not None:
+        if repo.config is not None or repo.describes_adapter:
             yield self.finding(
                 repo,
                 "no README.md model card: the Hub shows an empty page, with no license, base model or usage"
