@@ -84,6 +84,19 @@ def _browser_duplicates(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
+# Weight files transformers' save_pretrained writes (sharded or not): a config beside none of them,
+# and with none of its keys, belongs to a model of another library or plain PyTorch (model.pt).
+TRANSFORMERS_WEIGHTS = ("model.safetensors", "model-", "pytorch_model", "tf_model.h5", "flax_model.msgpack")
+
+
+def _own_model_config(repo: ModelRepo, config: dict) -> bool:
+    """A config.json a plain-PyTorch (or other library's) model wrote for its own class: no model_type,
+    architectures, transformers_version or _name_or_path, and no transformers weight file in the folder."""
+    if any(k in config for k in ("model_type", "architectures", "transformers_version", "_name_or_path", "auto_map")):
+        return False
+    return not any(rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS) for rel in repo.files)
+
+
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -113,7 +126,9 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     tells). Model types transformers does not know (custom code) are reported as info. A
     config.json without `architectures` beside a GGUF or a PEFT adapter (Unsloth's stub
     `{"model_type": "llama"}`) is not reported: no loader builds a model class from it there;
-    beside a full model's shard index (model.safetensors.index.json) it is.
+    beside a full model's shard index (model.safetensors.index.json) it is. A config.json with
+    none of transformers' keys and no transformers weight file beside it (a GPT written in plain
+    PyTorch saving embed_dim and num_layers beside model.pt) is that model's own: info.
     """
     config = repo.config
     if config is None:
@@ -121,6 +136,15 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     model_type = config.get("model_type")
     architectures = config.get("architectures")
     if not isinstance(model_type, str) or not model_type:
+        if _own_model_config(repo, config):
+            yield self.finding(
+                repo, "config.json has none of the keys transformers writes (model_type, architectures, "
+                "transformers_version) and no transformers weight file is beside it: it is the config of a model "
+                "written in plain PyTorch or another library (its own class's arguments), which transformers does "
+                "not load; hfdoctor does not check it as a transformers config.",
+                file="config.json", severity=Severity.INFO,
+            )
+            return
         yield self.finding(
             repo,
             "config.json has no `model_type`: AutoConfig cannot choose a config class, so "
