@@ -155,6 +155,11 @@ class Family:
     # token (SmolLM3, DeepSeek-R1): (token, repo it was read from). That is upstream's
     # design, which pad-token-is-eos reports as info.
     upstream_pad_token: tuple[str, str] | None = None
+    # The eos ids the family's own generation_config.json stops on when they disagree with its
+    # config.json (Falcon-RW: 2, from its RefinedWeb config, while config.json says 50256): (ids, repo).
+    # A fine-tune that saved that file unchanged inherits upstream's disagreement, which
+    # special-token-ids-mismatch reports as info.
+    upstream_generation_eos: tuple[tuple[int, ...], str] | None = None
     # Markers the family's own upstream template writes as plain text (not tokens of its
     # vocabulary): marker -> the upstream repo whose template writes it (TinyLlama-Chat's
     # `<|user|>`); template-unknown-token reports them as the family's design.
@@ -280,6 +285,8 @@ def _family(data: dict[str, Any]) -> Family:
         stop_tokens=tuple(data.get("stop_tokens", ())),
         upstream_pad_token=((data["upstream_pad_token"]["token"], data["upstream_pad_token"]["repo"])
                             if "upstream_pad_token" in data else None),
+        upstream_generation_eos=((tuple(data["upstream_generation_eos"]["ids"]), data["upstream_generation_eos"]["repo"])
+                                 if "upstream_generation_eos" in data else None),
         text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
         remote_code_repo=data.get("remote_code_repo"),
         bos_token=data.get("bos_token"),

@@ -204,7 +204,9 @@ def special_token_ids_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
 
     Example: DeepSeek-R1-Distill-Qwen-32B's config.json keeps Qwen2.5's bos_token_id
     151643 (<|endoftext|>) while its generation_config.json and tokenizer use
-    <｜begin▁of▁sentence｜> 151646 (info).
+    <｜begin▁of▁sentence｜> 151646 (info). An eos that the family's own generation_config.json
+    gives against its own config.json (Falcon-RW: 2 against 50256), saved unchanged by a
+    fine-tune, is upstream's disagreement: info.
 
     Fix: none automatic; make the two files give the same ids.
     """
@@ -237,6 +239,10 @@ def special_token_ids_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
                        " The tokenizer adds its own bos_token; generate() reads this id only to start an empty prompt.")
         elif key == "pad_token_id":
             severity = Severity.INFO
+        elif (upstream := _upstream_generation_eos(repo)) is not None and set(theirs) == set(upstream[0]):
+            severity = Severity.INFO
+            why = (f" {upstream[1]}'s own generation_config.json stops on {named(list(upstream[0]))} too: the base's "
+                   "disagreement, which a fine-tune that saved that file unchanged inherits.")
         effect = {"eos_token_id": "engines that read one file stop generation where the others do not",
                   "bos_token_id": "code that starts sequences from the config and generate() start them differently",
                   "pad_token_id": "training code reading model.config pads with another id than generate()"}[key]
@@ -245,6 +251,14 @@ def special_token_ids_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]
             f"config.json's {key} is {named(ours)} but generation_config.json's is {named(theirs)}: {effect}.{why}",
             file="config.json", pointer=f"/{key}", severity=severity,
         )
+
+
+def _upstream_generation_eos(repo: ModelRepo) -> tuple[tuple[int, ...], str] | None:
+    """The eos ids the family's own generation_config.json stops on, where they disagree with its own
+    config.json, for a family known for certain."""
+    lineage = lineage_mod.detect(repo)
+    fam = lineage.family_ref if lineage.certain and not lineage.disagree else None
+    return fam.upstream_generation_eos if fam is not None else None
 
 
 def _declared_id(repo: ModelRepo, token: str) -> int | None:
@@ -298,18 +312,26 @@ def eos_not_stop_id(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     eos_token is "<|im_end|>" (the chat end of turn), while config.json (there is no
     generation_config.json) stops on id 2 (<|endoftext|>) only.
 
+    A stop id the family's own generation_config.json gives (Falcon-RW: 2), saved unchanged
+    by a fine-tune, is upstream's design: info.
+
     Fix: none automatic; add the eos id to eos_token_id, or name the end-of-turn token as
     the tokenizer's eos_token.
     """
     eos = repo.special_token("eos_token")
     eos_id = repo.token_id(eos) if eos else None
     if eos_id is not None and repo.eos_ids and eos_id not in repo.eos_ids:
+        upstream = _upstream_generation_eos(repo) if repo.eos_ids_source == "generation_config.json" else None
+        inherited = upstream is not None and set(repo.eos_ids) == set(upstream[0])
         yield self.finding(
             repo,
             f"the tokenizer's eos_token {eos!r} is id {eos_id}, but {repo.eos_ids_source} stops on "
             f"{repo.eos_ids}: pipelines that stop on tokenizer.eos_token_id and engines that read the "
-            "config disagree on where a reply ends.",
-            file=repo.eos_ids_source, pointer="/eos_token_id", severity=Severity.WARNING,
+            "config disagree on where a reply ends."
+            + (f" {upstream[1]}'s own generation_config.json stops there too: the base's design, which a "
+               "fine-tune that saved that file unchanged inherits." if inherited else ""),
+            file=repo.eos_ids_source, pointer="/eos_token_id",
+            severity=Severity.INFO if inherited else Severity.WARNING,
         )
 
 
