@@ -267,6 +267,10 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
     )
 
 
+def _upstream_generation_eos(data: dict[str, Any] | None) -> tuple[tuple[int, ...], str] | None:
+    return (tuple(data["ids"]), data["repo"]) if data else None
+
+
 def _family(data: dict[str, Any]) -> Family:
     if "variants" in data:
         variants = tuple(_variant(v, v["key"], v.get("display", f"{data['display']} {v['key']}"))
@@ -285,8 +289,7 @@ def _family(data: dict[str, Any]) -> Family:
         stop_tokens=tuple(data.get("stop_tokens", ())),
         upstream_pad_token=((data["upstream_pad_token"]["token"], data["upstream_pad_token"]["repo"])
                             if "upstream_pad_token" in data else None),
-        upstream_generation_eos=((tuple(data["upstream_generation_eos"]["ids"]), data["upstream_generation_eos"]["repo"])
-                                 if "upstream_generation_eos" in data else None),
+        upstream_generation_eos=_upstream_generation_eos(data.get("upstream_generation_eos")),
         text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
         remote_code_repo=data.get("remote_code_repo"),
         bos_token=data.get("bos_token"),
