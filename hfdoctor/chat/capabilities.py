@@ -39,8 +39,9 @@ def nearest(marker: str, ordered: list[str]) -> list[str]:
     return ordered[max(0, at - NEAR_WINDOW):at + NEAR_WINDOW]
 
 
-def _status(analysis: TemplateAnalysis, conversation: str, add_generation_prompt: bool, needle: str) -> str:
-    """yes | ignored (rendered without the needle) | declined | crashes | unknown."""
+def shape_status(analysis: TemplateAnalysis, conversation: str, add_generation_prompt: bool, needle: str) -> str:
+    """yes | ignored (rendered without the needle) | declined | crashes | unknown (the rules that judge
+    what a template drops read it too)."""
     found = analysis.outcome(conversation, add_generation_prompt)
     if found is None:
         return "unknown"
@@ -63,7 +64,7 @@ def tool_call_arguments(analysis: TemplateAnalysis) -> str:
 
 
 def typed_content(analysis: TemplateAnalysis) -> str:
-    status = _status(analysis, "typed_content", True, corpus.TYPED_NEEDLE)
+    status = shape_status(analysis, "typed_content", True, corpus.TYPED_NEEDLE)
     rendered = analysis.rendered("typed_content", True) or ""
     if status == "yes" and "{'type': 'text'" in rendered:
         return "printed as a Python list"  # `{{ message.content }}` on a list of parts
@@ -90,8 +91,8 @@ def content_format(analysis: TemplateAnalysis) -> str:
 
 
 def reasoning(analysis: TemplateAnalysis) -> str:
-    last = _status(analysis, "reasoning_reply", False, corpus.THINK_NEEDLE)
-    history = _status(analysis, "reasoning_history", True, corpus.THINK_NEEDLE)
+    last = shape_status(analysis, "reasoning_reply", False, corpus.THINK_NEEDLE)
+    history = shape_status(analysis, "reasoning_history", True, corpus.THINK_NEEDLE)
     if history == "yes":
         return "kept in history"
     if last == "yes":
@@ -147,15 +148,15 @@ def capabilities(analysis: TemplateAnalysis) -> dict[str, Any]:
     """The `template` section of the report: short values, one line each in text output."""
     parallel = analysis.rendered("parallel_tool_calls", False)
     if parallel is None:
-        parallel_status = _status(analysis, "parallel_tool_calls", False, "")
+        parallel_status = shape_status(analysis, "parallel_tool_calls", False, "")
     else:
         parallel_status = "yes" if corpus.ARGUMENT_VALUE in parallel and "Europe/Paris" in parallel else "ignored"
     return {
-        "system_role": _status(analysis, "system_user", True, corpus.SYSTEM_NEEDLE),
-        "tools": _status(analysis, "tools_available", True, corpus.TOOL_NAME),
-        "tool_calls": _status(analysis, "tool_call", False, corpus.ARGUMENT_VALUE),
+        "system_role": shape_status(analysis, "system_user", True, corpus.SYSTEM_NEEDLE),
+        "tools": shape_status(analysis, "tools_available", True, corpus.TOOL_NAME),
+        "tool_calls": shape_status(analysis, "tool_call", False, corpus.ARGUMENT_VALUE),
         "tool_call_arguments": tool_call_arguments(analysis),
-        "tool_responses": _status(analysis, "tool_result", True, corpus.RESULT_NEEDLE),
+        "tool_responses": shape_status(analysis, "tool_result", True, corpus.RESULT_NEEDLE),
         "parallel_tool_calls": parallel_status,
         "content_format": content_format(analysis),
         "typed_content": typed_content(analysis),

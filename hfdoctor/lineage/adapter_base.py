@@ -94,8 +94,9 @@ def _resolve(repo: ModelRepo) -> AdapterBase:
     if named and not local_path(named):
         candidates.append((named.strip(), "adapter_config.json"))
     candidates += [(b, "the model card's base_model") for b in lineage_mod.card_base_models(repo) if not local_path(b)]
-    if named and local_path(named) and cached_hub_id(named):
-        candidates.insert(0, (cached_hub_id(named), f"the Hugging Face cache folder {named!r}"))
+    cached = cached_hub_id(named) if named and local_path(named) else None
+    if cached is not None:
+        candidates.insert(0, (cached, f"the Hugging Face cache folder {named!r}"))
     elif named and local_path(named):
         folder = named.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
         candidates += [(repo_id, f"the name of the training machine's folder {named!r}")

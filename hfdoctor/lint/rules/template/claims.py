@@ -8,6 +8,7 @@ from typing import Iterator
 
 from hfdoctor.bounded import patterns
 from hfdoctor.chat import corpus
+from hfdoctor.chat.capabilities import shape_status
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
@@ -67,10 +68,10 @@ def tool_support_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if found is None:
         return
     source, analysis = found
-    with_tools = analysis.outcome("tools_available", True)
-    if with_tools is None or with_tools.error is not None:
+    tools = shape_status(analysis, "tools_available", True, corpus.TOOL_NAME)
+    if tools not in ("yes", "ignored"):
         return  # a crash is chat-template-render-error's
-    renders_tools = corpus.TOOL_NAME in (with_tools.text or "")
+    renders_tools = tools == "yes"
     claim = tool_claim(repo)
     if claim is not None and not renders_tools:
         upstream = upstream_templates(repo)
@@ -121,8 +122,7 @@ def _upstream_rendering_tools(repo: ModelRepo) -> str | None:
 
 
 def _ignores_tools(analysis) -> bool:
-    with_tools = analysis.outcome("tools_available", True)
-    return with_tools is not None and with_tools.error is None and corpus.TOOL_NAME not in (with_tools.text or "")
+    return shape_status(analysis, "tools_available", True, corpus.TOOL_NAME) == "ignored"
 
 
 RULES = [tool_support_mismatch]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor.chat import corpus
+from hfdoctor.chat.capabilities import shape_status
 from hfdoctor.chat.render_plan import TemplateAnalysis
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
@@ -63,10 +64,8 @@ def system_prompt_dropped(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 def _drops_system_message(analysis: TemplateAnalysis) -> bool:
     """The render of a system and a user message holds the user's text but not the system's
     (a template that raises on it declines system messages, which is not silent)."""
-    outcome = analysis.outcome("system_user", True)
-    if outcome is None or outcome.error is not None or outcome.text is None:
-        return False
-    return corpus.USER_NEEDLE in outcome.text and corpus.SYSTEM_NEEDLE not in outcome.text
+    return (shape_status(analysis, "system_user", True, corpus.SYSTEM_NEEDLE) == "ignored"
+            and corpus.USER_NEEDLE in (analysis.rendered("system_user", True) or ""))
 
 
 RULES = [system_prompt_dropped]
