@@ -6,15 +6,14 @@ published metadata with its generation_config.json cut short (CFG001 file-unread
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, UPSTREAM
+from conftest import UPSTREAM
+from hook_git import git, hfdoctor, isolated_git_env
 
 CLEAN = UPSTREAM / "Qwen--Qwen2.5-7B-Instruct"
 
@@ -22,24 +21,7 @@ CLEAN = UPSTREAM / "Qwen--Qwen2.5-7B-Instruct"
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
     """A HOME of its own (no user git configuration), and this checkout's hfdoctor."""
-    home = tmp_path / "home"
-    home.mkdir()
-    environ = {**os.environ, "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-               "HF_HUB_OFFLINE": "1",
-               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    environ.pop("GIT_CONFIG_GLOBAL", None)
-    for key, value in (("user.email", "t@example.com"), ("user.name", "t"), ("init.defaultBranch", "main")):
-        git(tmp_path, environ, "config", "--global", key, value)
-    return environ
-
-
-def git(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=300)
-
-
-def hfdoctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hfdoctor", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    return isolated_git_env(tmp_path, HF_HUB_OFFLINE="1")
 
 
 def commit(repo: Path, env: dict[str, str], message: str) -> None:

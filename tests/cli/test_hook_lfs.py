@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, UPSTREAM
+from conftest import UPSTREAM
+from hook_git import git, hfdoctor, isolated_git_env
 
 pytestmark = pytest.mark.skipif(shutil.which("git-lfs") is None, reason="git-lfs is not installed (apt-get install git-lfs)")
 
@@ -25,26 +25,9 @@ PAYLOAD = os.urandom(64 * 1024)  # the LFS-tracked data a fresh clone must get b
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
     """A HOME of its own (git-lfs's global filters go there, never into the user's config)."""
-    home = tmp_path / "home"
-    home.mkdir()
-    environ = {**os.environ, "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT),
-                                                          os.environ.get("PYTHONPATH")) if p)}
-    environ.pop("GIT_CONFIG_GLOBAL", None)
-    git(tmp_path, environ, "config", "--global", "user.email", "t@example.com")
-    git(tmp_path, environ, "config", "--global", "user.name", "t")
-    git(tmp_path, environ, "config", "--global", "init.defaultBranch", "main")
+    environ = isolated_git_env(tmp_path)
     git(tmp_path, environ, "lfs", "install", "--skip-repo")
     return environ
-
-
-def git(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True, timeout=300)
-
-
-def hfdoctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hfdoctor", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
 
 
 def model_repo(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
