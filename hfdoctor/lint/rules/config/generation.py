@@ -8,7 +8,7 @@ from typing import Any, Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list, json_set_value, json_set_values
-from hfdoctor.findings import Applicability, Edit, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
@@ -20,6 +20,10 @@ SAMPLING_FLAGS = {"temperature": 1.0, "top_p": 1.0, "top_k": 50, "min_p": None, 
 # A default reply length below this cuts ordinary answers short (vLLM takes max_new_tokens
 # from generation_config.json as every request's default max_tokens).
 SHORT_REPLY_TOKENS = 256
+
+
+# How generation stops or samples: no problem of a model that generates no text (hfdoctor.lint.policy).
+GENERATION = (Facet(FacetKind.GENERATION),)
 
 
 def _is_number(value: Any) -> bool:
@@ -137,7 +141,7 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 f"{GEN} sets {key} {value}: generate() (and vLLM, which takes max_new_tokens as every request's "
                 f"default max_tokens) stops every reply after {value} tokens"
                 + (" counting the prompt" if key == "max_length" else "") + ". Remove it or raise it.",
-                file=GEN, pointer=f"/{key}",
+                file=GEN, pointer=f"/{key}", facets=GENERATION,
             )
 
 
@@ -158,7 +162,7 @@ def _missing(repo: ModelRepo, self: Rule, config: dict[str, Any], stop: tuple[st
         f"this chat model ships no {GEN}: " + "; and ".join(consequences)
         + ". Create it (save_pretrained writes one) with the ids generation must stop on"
         + (f", and {_sampling_text(sampling)} as in {sampling.get('source')}" if sampling else "") + ".",
-        file=GEN, fix=fix,
+        file=GEN, fix=fix, facets=GENERATION,
     )
 
 
@@ -176,7 +180,7 @@ def _greedy_reasoning(repo: ModelRepo, self: Rule, gen: dict[str, Any], sampling
         "in long thinking and never ends it (mlx-lm #139). Use upstream's sampling defaults.",
         file=GEN, pointer="/do_sample" if "do_sample" in gen else None,
         fix=Fix("use upstream's sampling defaults in generation_config.json", (edit,), Applicability.UNSAFE)
-        if edit else None,
+        if edit else None, facets=GENERATION,
     )
 
 
