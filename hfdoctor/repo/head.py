@@ -12,7 +12,10 @@ The evidence is the repository's own declaration, never a guess from its name:
   head, a reward model, is read as a classifier too);
 - config.json's `model_type`, when it is an encoder-only architecture (BERT, RoBERTa, DeBERTa...:
   a sentence-transformers folder's config.json names the bare BertModel);
-- a PEFT adapter_config.json's `task_type` (SEQ_CLS, TOKEN_CLS, QUESTION_ANS, FEATURE_EXTRACTION).
+- a PEFT adapter_config.json's `task_type` (SEQ_CLS, TOKEN_CLS, QUESTION_ANS, FEATURE_EXTRACTION);
+- a sentence-transformers folder: modules.json listing sentence_transformers modules, or
+  config_sentence_transformers.json (an embedder built on a decoder, such as Qwen3-Embedding, keeps
+  `Qwen3ForCausalLM` in its architectures, yet its tokenizer appends the eos it pools on).
 """
 
 from __future__ import annotations
@@ -54,10 +57,22 @@ def encoder_decoder(repo: "ModelRepo") -> bool:
     return str((repo.adapter_config or {}).get("task_type", "")).upper() == "SEQ_2_SEQ_LM"
 
 
+def sentence_transformers(repo: "ModelRepo") -> bool:
+    """The folder is a sentence-transformers model: its modules.json lists sentence_transformers modules, or it has
+    that library's config_sentence_transformers.json."""
+    if repo.json_object("config_sentence_transformers.json") is not None:
+        return True
+    modules = repo.json("modules.json") if repo.exists("modules.json") else None
+    return isinstance(modules, list) and any(
+        isinstance(m, dict) and str(m.get("type", "")).startswith("sentence_transformers.") for m in modules)
+
+
 def encoder_only(repo: "ModelRepo") -> bool:
-    """A model that encodes and never generates, as its PEFT adapter_config.json's task_type or its config.json's
-    architectures or model_type say."""
+    """A model that encodes and never generates, as its PEFT adapter_config.json's task_type, its config.json's
+    architectures or model_type, or its sentence-transformers files say."""
     if str((repo.adapter_config or {}).get("task_type", "")).upper() in ENCODER_TASK_TYPES:
+        return True
+    if sentence_transformers(repo):
         return True
     config = repo.config or {}
     architectures = config.get("architectures")
@@ -74,6 +89,8 @@ def generates_nothing_because(repo: "ModelRepo") -> str | None:
     task = str((repo.adapter_config or {}).get("task_type", "")).upper()
     if task in ENCODER_TASK_TYPES:
         return f"the adapter's task_type is {task}: the model encodes and generates no text"
+    if sentence_transformers(repo):
+        return "a sentence-transformers model (modules.json, config_sentence_transformers.json): it embeds text"
     architectures = (repo.config or {}).get("architectures")
     if isinstance(architectures, list) and architectures and all(
             isinstance(a, str) and a.endswith(ENCODER_HEADS) for a in architectures):

@@ -206,3 +206,15 @@ def test_an_encoder_model_type_or_a_classification_adapter_generates_nothing(tmp
         {"peft_type": "LORA", "task_type": "SEQ_CLS", "base_model_name_or_path": "Qwen/Qwen3-8B"}))
     assert judged(adapter, Facet(FacetKind.GENERATION)) == (
         Severity.INFO, "the adapter's task_type is SEQ_CLS: the model encodes and generates no text")
+
+
+def test_a_sentence_transformers_folder_generates_nothing(tmp_path):
+    # Qwen3-Embedding keeps Qwen3ForCausalLM in architectures: modules.json is what says it embeds.
+    folder = tmp_path / "embedder"
+    folder.mkdir()
+    (folder / "config.json").write_text((QWEN3 / "config.json").read_text())
+    assert judged(folder, Facet(FacetKind.GENERATION)) == (Severity.WARNING, None)
+    (folder / "modules.json").write_text(json.dumps(
+        [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]))
+    assert judged(folder, Facet(FacetKind.GENERATION)) == (
+        Severity.INFO, "a sentence-transformers model (modules.json, config_sentence_transformers.json): it embeds text")

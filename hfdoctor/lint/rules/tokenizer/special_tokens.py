@@ -184,7 +184,8 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     from its own start token. Nor for an encoder that generates nothing (a BERT or RoBERTa
     classifier: a PEFT adapter whose task_type is SEQ_CLS, TOKEN_CLS, QUESTION_ANS or
     FEATURE_EXTRACTION, or config.json's architectures all *ForSequenceClassification and the
-    like): its tokenizer ends every input with [SEP] or </s> by design.
+    like): its tokenizer ends every input with [SEP] or </s> by design; nor for a sentence-transformers
+    embedder (its modules.json), which pools on the eos it appends, even on a decoder (Qwen3-Embedding).
     """
     if encoder_decoder(repo) or encoder_only(repo):
         return
