@@ -165,6 +165,7 @@ def test_classification_of_common_imports():
     # other axolotl class stay unlisted.
     assert classify("axolotl.core.training_args", "AxolotlTrainingArguments") == "known"
     assert classify("axolotl.core.trainers.grpo.args", "AxolotlGRPOConfig") == "known"
+    assert classify("transformers.integrations.deepspeed", "HfTrainerDeepSpeedConfig") == "known"  # DeepSpeed runs
     for module, name in [("axolotl.core.training_args", "AxolotlTrainingMixins"), ("axolotl.utils", "AxolotlConfig"),
                          ("axolotl.core.training_args", "Payload")]:
         assert classify(module, name) == "unlisted", (module, name)
