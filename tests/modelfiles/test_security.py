@@ -166,6 +166,7 @@ def test_classification_of_common_imports():
     assert classify("axolotl.core.training_args", "AxolotlTrainingArguments") == "known"
     assert classify("axolotl.core.trainers.grpo.args", "AxolotlGRPOConfig") == "known"
     assert classify("transformers.integrations.deepspeed", "HfTrainerDeepSpeedConfig") == "known"  # DeepSpeed runs
+    assert classify("swift.trainers.arguments", "Seq2SeqTrainingArguments") == "known"  # ms-swift
     for module, name in [("axolotl.core.training_args", "AxolotlTrainingMixins"), ("axolotl.utils", "AxolotlConfig"),
                          ("axolotl.core.training_args", "Payload")]:
         assert classify(module, name) == "unlisted", (module, name)
