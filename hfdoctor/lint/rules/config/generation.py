@@ -10,6 +10,7 @@ from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list, json_set_value, json_set_values
 from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
+from hfdoctor.repo.head import encoder_decoder
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 GEN = "generation_config.json"
@@ -79,7 +80,9 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - greedy defaults on a reasoning model whose upstream generation_config.json samples
       (Qwen3 hybrid, DeepSeek-R1, SmolLM3): greedy decoding loops in the thinking
       (mlx-lm #139) (unsafe fix: upstream's sampling values);
-    - max_new_tokens / max_length below 256: every reply is cut there by default.
+    - max_new_tokens / max_length below 256: every reply is cut there by default. On an
+      encoder-decoder (T5, BART, Blenderbot...) it bounds the decoder's output only, and seq2seq
+      checkpoints ship their task's tuned length (facebook/bart-large-cnn 142): info.
 
     Example: a Qwen3 fine-tune exported without generation_config.json, whose config.json
     says eos_token_id 151643 (<|endoftext|>): served, it never stops on <|im_end|>.
@@ -133,9 +136,21 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
     elif chat and reasoning and gen.get("do_sample") is not True:
         yield _greedy_reasoning(repo, self, gen, sampling)
+    seq2seq = encoder_decoder(repo)
     for key in ("max_new_tokens", "max_length"):
         value = gen.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value < SHORT_REPLY_TOKENS:
+            if seq2seq:
+                # The decoder's output alone: a summariser's or a dialogue model's tuned length default
+                # (facebook/bart-large-cnn 142, blenderbot_small-90M 128), not a prompt eating the budget.
+                yield self.finding(
+                    repo,
+                    f"{GEN} sets {key} {value}: generate() stops each output of this encoder-decoder after {value} "
+                    "tokens (the decoder's output only, not the input). Seq2seq checkpoints ship their task's "
+                    "length default; raise it if longer outputs are meant.",
+                    file=GEN, pointer=f"/{key}", severity=Severity.INFO, facets=GENERATION,
+                )
+                continue
             yield self.finding(
                 repo,
                 f"{GEN} sets {key} {value}: generate() (and vLLM, which takes max_new_tokens as every request's "
