@@ -186,6 +186,8 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     FEATURE_EXTRACTION, or config.json's architectures all *ForSequenceClassification and the
     like): its tokenizer ends every input with [SEP] or </s> by design; nor for a sentence-transformers
     embedder (its modules.json), which pools on the eos it appends, even on a decoder (Qwen3-Embedding).
+    A checkpoint trained from a decoder whose own tokenizer appends the eos by design, keeping its
+    tokenizer class (rinna's T5Tokenizer GPT-NeoX releases), is told so at info.
     """
     if encoder_decoder(repo) or encoder_only(repo):
         return
@@ -204,7 +206,15 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             v4_bos, v4_eos = pp_bos, pp_eos
         flag_bos = add_bos if add_bos is not None else pp_bos  # llama.cpp's converter
         flag_eos = add_eos if add_eos is not None else pp_eos
-        if pp_eos and eos:
+        upstream = _upstream_appends_eos(repo)
+        if pp_eos and eos and upstream:
+            yield self.finding(
+                repo,
+                f"tokenizer.json's post-processor appends {eos!r} to every encode, as {upstream}: the base's "
+                "design, which this checkpoint keeps. Encode prompts with add_special_tokens=False, as that card does.",
+                file="tokenizer.json", severity=Severity.INFO,
+            )
+        elif pp_eos and eos:
             yield _appends_eos(repo, self, f"tokenizer.json's post-processor appends {eos!r} to every encode "
                                "(transformers, TGI, vLLM, llama.cpp)", chat, _remove_eos_fix(repo, pp))
         elif (v4_eos or flag_eos) and eos:
@@ -231,6 +241,25 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                            "every encode", chat,
                            Fix("set add_eos_token to false in tokenizer_config.json", (edit,)) if edit else None)
     yield from _prompt_ends_with_eos(repo, self, eos)
+
+
+# Decoders whose own tokenizer appends the eos to every encode, by the design of the class they ship:
+# rinna's Japanese GPT-NeoX and GPT-2 releases (japanese-gpt-neox-3.6b and its -instruction-sft/-ppo,
+# japanese-gpt-1b, bilingual-gpt-neox-4b) ship a T5Tokenizer (spiece.model), which ends every encode with
+# </s>; their cards encode prompts with add_special_tokens=False.
+EOS_APPENDING_BASES = (("rinna/", "T5Tokenizer", "rinna's own T5Tokenizer does for its GPT-NeoX and GPT-2 releases"),)
+
+
+def _upstream_appends_eos(repo: ModelRepo) -> str | None:
+    """Which upstream's own tokenizer appends the eos, when this checkpoint was trained from one that
+    does and keeps its tokenizer class (an adapter on rinna/japanese-gpt-neox-3.6b)."""
+    tokenizer_class = str((repo.tokenizer_config or {}).get("tokenizer_class"))
+    names = lineage_mod.trained_from(repo) + lineage_mod.card_base_models(repo)
+    for prefix, cls, what in EOS_APPENDING_BASES:
+        base = next((n for n in names if n.lower().startswith(prefix)), None)
+        if base is not None and tokenizer_class == cls:
+            return f"{base}'s tokenizer does ({what})"
+    return None
 
 
 def _appends_eos(repo: ModelRepo, self: Rule, what: str, chat: bool, fix: Fix | None) -> Finding:
