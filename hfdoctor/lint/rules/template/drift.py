@@ -250,8 +250,10 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Not drift: a checkpoint trained from another format (its family's pre-trained base, or a
     Hub model the registry does not tie to the family); a template whose turn markers are
     tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma), that carries
-    `{% generation %}` tags (a trainer saved the template it trained with), or that is TRL's stock
-    ChatML (setup_chat_format installs it on the model it trains); differences no
+    `{% generation %}` tags (a trainer saved the template it trained with), that is TRL's stock
+    ChatML (setup_chat_format installs it on the model it trains), or that is Unsloth's own template
+    on a checkpoint an Unsloth run saved; a template that only renames the default system message
+    (every turn marker and a caller's system message render as upstream's); differences no
     server sends (what a finished conversation ends with after its last turn, the default date
     of a Llama 3.x template). When the base an adapter was trained from cannot be read, which
     template its weights learnt cannot be known: info.
