@@ -72,6 +72,7 @@ class FacetKind(enum.Enum):
     HUB_INFERRED = "hub-inferred"  # a card key the Hub fills in from config.json
     CAPABILITY = "capability"  # detail: what: a shape the template does not support
     CHAT_ONLY = "chat-only"  # matters only when the checkpoint is used as a chat model
+    GENERATION = "generation"  # matters only when the model generates text (how generation stops)
     AVOIDABLE = "avoidable"  # detail: how: the usual way of loading does not meet it
 
 

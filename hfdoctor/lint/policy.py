@@ -40,10 +40,15 @@ already, or without facets, is left as it is. The rows, in their order:
    model natively, without the repository's remote code): info, saying how.
 9. chat-only, and the checkpoint says it is pre-trained (a base model): a chat-serving
    problem of it is info.
-10. upstream-design, of this repository itself: never circular. When the upstream a facet
+10. generation, and the repository declares a model that generates no text (a classifier or
+   reward model's head, an encoder-only model type, a PEFT task type such as SEQ_CLS:
+   hfdoctor.repo.head): how generation would stop or sample is not a problem of it: info,
+   naming the declaration.
+11. chat-only, and the repository declares a model that generates no text: the same.
+12. upstream-design, of this repository itself: never circular. When the upstream a facet
    names is the repository itself (its Hub id, or a folder named `<org>--<name>` as the
    Hugging Face cache and ../shared/upstream name them), the finding keeps its severity and
-   says so: a repository is not evidence of its own design. Last, so that rows 5-9 still
+   says so: a repository is not evidence of its own design. Last, so that rows 5-11 still
    lower such a finding for their own reasons.
 """
 
@@ -56,6 +61,7 @@ from hfdoctor import lineage
 from hfdoctor.compat.targets import describe, targeted_engines
 from hfdoctor.findings import FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
+from hfdoctor.repo.head import generates_nothing_because
 
 
 def apply(repo: ModelRepo, findings: list[Finding]) -> list[Finding]:
@@ -163,6 +169,10 @@ def _pretrained(details: list[str], context: _Context) -> str | None:
     return "a pre-trained (base) checkpoint: " + "; ".join(context.lineage.stage_evidence)
 
 
+def _generates_nothing(details: list[str], context: _Context) -> str | None:
+    return generates_nothing_because(context.repo)
+
+
 def _design_of_itself(details: list[str], context: _Context) -> str | None:
     own = context.own_name_in(details[0])
     if own is None:
@@ -180,6 +190,8 @@ TABLE: tuple[Row, ...] = (
     Row(FacetKind.CAPABILITY, "always", Severity.INFO, _capability),
     Row(FacetKind.AVOIDABLE, "always", Severity.INFO, _avoidable),
     Row(FacetKind.CHAT_ONLY, "the checkpoint says it is pre-trained", Severity.INFO, _pretrained),
+    Row(FacetKind.GENERATION, "the model generates no text", Severity.INFO, _generates_nothing),
+    Row(FacetKind.CHAT_ONLY, "the model generates no text", Severity.INFO, _generates_nothing),
     Row(FacetKind.UPSTREAM_DESIGN, "the upstream named is this repository itself", None, _design_of_itself),
 )
 

@@ -54,7 +54,7 @@ def test_the_docstring_lists_the_rows_in_table_order():
     lines = [line.strip() for line in policy.__doc__.splitlines()]
     for number, row in enumerate(policy.TABLE, 1):
         assert any(line.startswith(f"{number}. {row.kind.value}") for line in lines), (number, row.kind)
-    assert len(policy.TABLE) == 10
+    assert len(policy.TABLE) == 12
 
 
 def test_rows_never_raise():
@@ -171,10 +171,50 @@ def test_reasoning_only_comes_before_chat_only(unknown_family):
 
 
 def test_design_of_itself_comes_last_so_a_later_reason_still_lowers():
-    # Qwen3-4B-Base's own folder: the upstream named is the repository itself (row 10), but the
+    # Qwen3-4B-Base's own folder: the upstream named is the repository itself (row 12), but the
     # finding is chat-only on a pre-trained checkpoint (row 9), which decides.
     itself = Facet(FacetKind.UPSTREAM_DESIGN, "Qwen3 upstream (the Qwen/Qwen3-4B-Base tokenizer)")
     assert judged(BASE, itself)[1].startswith("not lowered: the upstream it would be the design of is "
                                               "Qwen/Qwen3-4B-Base")
     assert judged(BASE, itself, Facet(FacetKind.CHAT_ONLY)) == (
         Severity.INFO, f"a pre-trained (base) checkpoint: {BASE_EVIDENCE}")
+
+
+def test_generation_findings_are_info_on_a_model_that_generates_nothing(tmp_path):
+    # Qwen3-8B's own config.json with a sequence-classification head (a reward model): how generation
+    # stops is no problem of a model that never generates; the same finding on Qwen3-8B keeps its severity.
+    folder = tmp_path / "reward-model"
+    folder.mkdir()
+    config = json.loads((QWEN3 / "config.json").read_text())
+    config["architectures"] = ["Qwen3ForSequenceClassification"]
+    (folder / "config.json").write_text(json.dumps(config))
+    reason = "config.json's architectures (Qwen3ForSequenceClassification) have a head that generates no text"
+    assert judged(folder, Facet(FacetKind.GENERATION), severity=Severity.ERROR) == (Severity.INFO, reason)
+    assert judged(folder, Facet(FacetKind.CHAT_ONLY)) == (Severity.INFO, reason)
+    assert judged(QWEN3, Facet(FacetKind.GENERATION), severity=Severity.ERROR) == (Severity.ERROR, None)
+
+
+def test_an_encoder_model_type_or_a_classification_adapter_generates_nothing(tmp_path):
+    encoder = tmp_path / "sentence-embedder"
+    encoder.mkdir()
+    (encoder / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    assert judged(encoder, Facet(FacetKind.GENERATION)) == (
+        Severity.INFO, "model_type 'bert' is an encoder: it generates no text")
+    adapter = tmp_path / "classifier-lora"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "task_type": "SEQ_CLS", "base_model_name_or_path": "Qwen/Qwen3-8B"}))
+    assert judged(adapter, Facet(FacetKind.GENERATION)) == (
+        Severity.INFO, "the adapter's task_type is SEQ_CLS: the model encodes and generates no text")
+
+
+def test_a_sentence_transformers_folder_generates_nothing(tmp_path):
+    # Qwen3-Embedding keeps Qwen3ForCausalLM in architectures: modules.json is what says it embeds.
+    folder = tmp_path / "embedder"
+    folder.mkdir()
+    (folder / "config.json").write_text((QWEN3 / "config.json").read_text())
+    assert judged(folder, Facet(FacetKind.GENERATION)) == (Severity.WARNING, None)
+    (folder / "modules.json").write_text(json.dumps(
+        [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]))
+    assert judged(folder, Facet(FacetKind.GENERATION)) == (
+        Severity.INFO, "a sentence-transformers model (modules.json, config_sentence_transformers.json): it embeds text")

@@ -161,6 +161,15 @@ def test_classification_of_common_imports():
         assert classify(module, name) == "dangerous", (module, name)
     assert classify("transformers.training_args", "TrainingArguments") == "known"
     assert classify("torch.nn.modules.linear", "Linear") == "known"
+    # axolotl's argument dataclasses (fields only, as its training_args.py declares them); its mixin and any
+    # other axolotl class stay unlisted.
+    assert classify("axolotl.core.training_args", "AxolotlTrainingArguments") == "known"
+    assert classify("axolotl.core.trainers.grpo.args", "AxolotlGRPOConfig") == "known"
+    assert classify("transformers.integrations.deepspeed", "HfTrainerDeepSpeedConfig") == "known"  # DeepSpeed runs
+    assert classify("swift.trainers.arguments", "Seq2SeqTrainingArguments") == "known"  # ms-swift
+    for module, name in [("axolotl.core.training_args", "AxolotlTrainingMixins"), ("axolotl.utils", "AxolotlConfig"),
+                         ("axolotl.core.training_args", "Payload")]:
+        assert classify(module, name) == "unlisted", (module, name)
     assert classify("__builtin__", "set") == "safe"  # protocol 2 names builtins so
     for module, name in [("pandas", "read_csv"), ("mlflow.pyfunc", "load_model"), ("zlib", "decompress"),
                          ("timm.models", "load_checkpoint"), ("numpy", "size"), ("__main__", "Payload")]:

@@ -128,7 +128,9 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     `{"model_type": "llama"}`) is not reported: no loader builds a model class from it there;
     beside a full model's shard index (model.safetensors.index.json) it is. A config.json with
     none of transformers' keys and no transformers weight file beside it (a GPT written in plain
-    PyTorch saving embed_dim and num_layers beside model.pt) is that model's own: info.
+    PyTorch saving embed_dim and num_layers beside model.pt) is that model's own: info; so is one
+    without `architectures` whose model_type no transformers release knows and no auto_map names
+    (nanoGPT's `"model_type": "gpt"`).
     """
     config = repo.config
     if config is None:
@@ -161,7 +163,17 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     stub_is_fine = not full_model and (
         repo.is_adapter or bool(repo.weight_files) and all(f.endswith(".gguf") for f in repo.weight_files))
     if architectures is None or architectures == []:
-        if not stub_is_fine:
+        if known is None and "auto_map" not in config:
+            # No transformers release knows this model_type and no code of the repository names one:
+            # the config of another library (nanoGPT's model_type "gpt"), which `architectures` cannot help.
+            yield self.finding(
+                repo,
+                f"config.json has no `architectures` and model_type {model_type!r} is unknown to transformers (and "
+                "there is no auto_map): hfdoctor cannot tell which library this config is for, so it does not check "
+                "it as a transformers config.",
+                file="config.json", pointer="/model_type", severity=Severity.INFO,
+            )
+        elif not stub_is_fine:
             yield self.finding(
                 repo,
                 f"config.json has no `architectures`: transformers falls back on model_type {model_type!r}, "

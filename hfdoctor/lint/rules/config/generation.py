@@ -8,8 +8,9 @@ from typing import Any, Iterator
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list, json_set_value, json_set_values
-from hfdoctor.findings import Applicability, Edit, Finding, Fix, Severity
+from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
+from hfdoctor.repo.head import encoder_decoder
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 GEN = "generation_config.json"
@@ -20,6 +21,10 @@ SAMPLING_FLAGS = {"temperature": 1.0, "top_p": 1.0, "top_k": 50, "min_p": None, 
 # A default reply length below this cuts ordinary answers short (vLLM takes max_new_tokens
 # from generation_config.json as every request's default max_tokens).
 SHORT_REPLY_TOKENS = 256
+
+
+# How generation stops or samples: no problem of a model that generates no text (hfdoctor.lint.policy).
+GENERATION = (Facet(FacetKind.GENERATION),)
 
 
 def _is_number(value: Any) -> bool:
@@ -75,7 +80,9 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - greedy defaults on a reasoning model whose upstream generation_config.json samples
       (Qwen3 hybrid, DeepSeek-R1, SmolLM3): greedy decoding loops in the thinking
       (mlx-lm #139) (unsafe fix: upstream's sampling values);
-    - max_new_tokens / max_length below 256: every reply is cut there by default.
+    - max_new_tokens / max_length below 256: every reply is cut there by default. On an
+      encoder-decoder (T5, BART, Blenderbot...) it bounds the decoder's output only, and seq2seq
+      checkpoints ship their task's tuned length (facebook/bart-large-cnn 142): info.
 
     Example: a Qwen3 fine-tune exported without generation_config.json, whose config.json
     says eos_token_id 151643 (<|endoftext|>): served, it never stops on <|im_end|>.
@@ -129,15 +136,27 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         )
     elif chat and reasoning and gen.get("do_sample") is not True:
         yield _greedy_reasoning(repo, self, gen, sampling)
+    seq2seq = encoder_decoder(repo)
     for key in ("max_new_tokens", "max_length"):
         value = gen.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value < SHORT_REPLY_TOKENS:
+            if seq2seq:
+                # The decoder's output alone: a summariser's or a dialogue model's tuned length default
+                # (facebook/bart-large-cnn 142, blenderbot_small-90M 128), not a prompt eating the budget.
+                yield self.finding(
+                    repo,
+                    f"{GEN} sets {key} {value}: generate() stops each output of this encoder-decoder after {value} "
+                    "tokens (the decoder's output only, not the input). Seq2seq checkpoints ship their task's "
+                    "length default; raise it if longer outputs are meant.",
+                    file=GEN, pointer=f"/{key}", severity=Severity.INFO, facets=GENERATION,
+                )
+                continue
             yield self.finding(
                 repo,
                 f"{GEN} sets {key} {value}: generate() (and vLLM, which takes max_new_tokens as every request's "
                 f"default max_tokens) stops every reply after {value} tokens"
                 + (" counting the prompt" if key == "max_length" else "") + ". Remove it or raise it.",
-                file=GEN, pointer=f"/{key}",
+                file=GEN, pointer=f"/{key}", facets=GENERATION,
             )
 
 
@@ -158,7 +177,7 @@ def _missing(repo: ModelRepo, self: Rule, config: dict[str, Any], stop: tuple[st
         f"this chat model ships no {GEN}: " + "; and ".join(consequences)
         + ". Create it (save_pretrained writes one) with the ids generation must stop on"
         + (f", and {_sampling_text(sampling)} as in {sampling.get('source')}" if sampling else "") + ".",
-        file=GEN, fix=fix,
+        file=GEN, fix=fix, facets=GENERATION,
     )
 
 
@@ -176,7 +195,7 @@ def _greedy_reasoning(repo: ModelRepo, self: Rule, gen: dict[str, Any], sampling
         "in long thinking and never ends it (mlx-lm #139). Use upstream's sampling defaults.",
         file=GEN, pointer="/do_sample" if "do_sample" in gen else None,
         fix=Fix("use upstream's sampling defaults in generation_config.json", (edit,), Applicability.UNSAFE)
-        if edit else None,
+        if edit else None, facets=GENERATION,
     )
 
 

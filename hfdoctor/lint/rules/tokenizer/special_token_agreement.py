@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor.findings import Finding, Severity
+from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
@@ -331,7 +331,7 @@ def eos_not_stop_id(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             + (f" {upstream[1]}'s own generation_config.json stops there too: the base's design, which a "
                "fine-tune that saved that file unchanged inherits." if inherited else ""),
             file=repo.eos_ids_source, pointer="/eos_token_id",
-            severity=Severity.INFO if inherited else Severity.WARNING,
+            severity=Severity.INFO if inherited else Severity.WARNING, facets=(Facet(FacetKind.GENERATION),),
         )
 
 

@@ -11,6 +11,7 @@ from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo, as_id_list
+from hfdoctor.repo.head import encoder_decoder, encoder_only
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 # Tokenizer classes whose transformers 4.x fast version rebuilds tokenizer.json's
@@ -183,7 +184,8 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     from its own start token. Nor for an encoder that generates nothing (a BERT or RoBERTa
     classifier: a PEFT adapter whose task_type is SEQ_CLS, TOKEN_CLS, QUESTION_ANS or
     FEATURE_EXTRACTION, or config.json's architectures all *ForSequenceClassification and the
-    like): its tokenizer ends every input with [SEP] or </s> by design.
+    like): its tokenizer ends every input with [SEP] or </s> by design; nor for a sentence-transformers
+    embedder (its modules.json), which pools on the eos it appends, even on a decoder (Qwen3-Embedding).
     """
     if encoder_decoder(repo) or encoder_only(repo):
         return
@@ -229,38 +231,6 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                            "every encode", chat,
                            Fix("set add_eos_token to false in tokenizer_config.json", (edit,)) if edit else None)
     yield from _prompt_ends_with_eos(repo, self, eos)
-
-
-# Encoder-decoder model types of transformers: their tokenizers append the eos to the encoder's input.
-ENCODER_DECODER_TYPES = frozenset({
-    "t5", "mt5", "umt5", "longt5", "switch_transformers", "bart", "mbart", "plbart", "pegasus", "pegasus_x",
-    "bigbird_pegasus", "marian", "m2m_100", "nllb-moe", "led", "blenderbot", "blenderbot-small", "fsmt",
-    "prophetnet", "xlm-prophetnet", "mvp"})
-
-
-def encoder_decoder(repo: ModelRepo) -> bool:
-    """An encoder-decoder (seq2seq) model, as its config.json or its PEFT adapter_config.json says."""
-    config = repo.config or {}
-    if config.get("is_encoder_decoder") is True or config.get("model_type") in ENCODER_DECODER_TYPES:
-        return True
-    return str((repo.adapter_config or {}).get("task_type", "")).upper() == "SEQ_2_SEQ_LM"
-
-
-# PEFT task types of models that encode and never generate (peft.TaskType).
-ENCODER_TASK_TYPES = frozenset({"SEQ_CLS", "TOKEN_CLS", "QUESTION_ANS", "FEATURE_EXTRACTION"})
-# Heads of transformers' encoder-only classes: a model built with one of them generates nothing.
-ENCODER_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
-                 "ForMultipleChoice")
-
-
-def encoder_only(repo: ModelRepo) -> bool:
-    """A model that encodes and never generates, as its PEFT adapter_config.json's task_type or its config.json's
-    architectures say (a causal model's classification head is still read as a classifier: it generates nothing)."""
-    if str((repo.adapter_config or {}).get("task_type", "")).upper() in ENCODER_TASK_TYPES:
-        return True
-    architectures = (repo.config or {}).get("architectures")
-    return (isinstance(architectures, list) and bool(architectures)
-            and all(isinstance(a, str) and a.endswith(ENCODER_HEADS) for a in architectures))
 
 
 def _appends_eos(repo: ModelRepo, self: Rule, what: str, chat: bool, fix: Fix | None) -> Finding:

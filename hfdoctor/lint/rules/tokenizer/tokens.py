@@ -265,7 +265,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 + f"Add {stop_id} to {source}'s eos_token_id (not <|end|>: it also closes the reasoning channel).",
                 file=source, pointer="/eos_token_id",
                 severity=self.severity if answer else Severity.WARNING,
-                fix=_add_eos_fix(repo, source, stop_id),
+                fix=_add_eos_fix(repo, source, stop_id), facets=(Facet(FacetKind.GENERATION),),
             )
         return
     if found.token_id is None or found.token_id in eos_ids:
