@@ -110,6 +110,9 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     # inside this repository: never a design, whatever upstream does (SmolLM3-3B's own files).
     design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
         if upstream is not None and upstream[0] == pad and not safe else ()
+    # Learning to stop is a problem of a model that generates: an encoder (an LLM2Vec embedder, a
+    # classifier) has no end of turn to learn, and the policy says so at info.
+    design += (Facet(FacetKind.GENERATION),)
     yield self.finding(
         repo,
         f"pad_token is {pad!r}, the token that ends every assistant turn: collators that mask pad ids "
