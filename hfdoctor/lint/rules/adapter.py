@@ -39,7 +39,10 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       `~/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/<commit>`, whose name is the
       Hub repo itself); a quantized copy (`unsloth/...-bnb-4bit`, GPTQ, AWQ): servers and
       merges load that lossy copy (warning); a model of another family than the card's
-      base_model (error);
+      base_model (error); no base named at all (error), except for an adapter of a model that
+      is not a transformers model (auto_mapping of diffusers' UNet2DConditionModel or DINOv3's
+      DinoVisionTransformer; an SD/SDXL UNet LoRA of to_q/to_k/to_v with no task_type): PEFT
+      has no name to record for it (info);
     - no adapter weights, LoRA A/B ranks that differ from r/rank_pattern or from each
       other (PEFT's load fails with a size mismatch: error), target_modules that no saved
       weight matches (the base has no such module, warning), and saved LoRA weights for

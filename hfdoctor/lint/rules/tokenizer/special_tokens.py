@@ -87,7 +87,8 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     token (SmolLM3, DeepSeek-R1): that is the family's design, and its fine-tuning
     recipes set their own pad token. Never when the repository's own config.json or
     generation_config.json names another pad id (a contradiction inside one repository),
-    nor when the upstream named is the repository itself.
+    nor when the upstream named is the repository itself. Info, too, for a model that
+    generates no text (an LLM2Vec encoder, a classifier): it has no end of turn to learn.
     """
     pad = repo.special_token("pad_token")
     if pad is None or repo.gguf_tokenizer is not None:
