@@ -87,7 +87,8 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     token (SmolLM3, DeepSeek-R1): that is the family's design, and its fine-tuning
     recipes set their own pad token. Never when the repository's own config.json or
     generation_config.json names another pad id (a contradiction inside one repository),
-    nor when the upstream named is the repository itself.
+    nor when the upstream named is the repository itself. Info, too, for a model that
+    generates no text (an LLM2Vec encoder, a classifier): it has no end of turn to learn.
     """
     pad = repo.special_token("pad_token")
     if pad is None or repo.gguf_tokenizer is not None:
@@ -110,6 +111,9 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     # inside this repository: never a design, whatever upstream does (SmolLM3-3B's own files).
     design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
         if upstream is not None and upstream[0] == pad and not safe else ()
+    # Learning to stop is a problem of a model that generates: an encoder (an LLM2Vec embedder, a
+    # classifier) has no end of turn to learn, and the policy says so at info.
+    design += (Facet(FacetKind.GENERATION),)
     yield self.finding(
         repo,
         f"pad_token is {pad!r}, the token that ends every assistant turn: collators that mask pad ids "
