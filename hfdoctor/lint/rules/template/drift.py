@@ -82,17 +82,29 @@ UNSLOTH = ("it is Unsloth's own template (its header comment says so), saved by 
 def _only_the_date_differs(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
     """Every standard conversation renders the same once the Llama 3.x 'Today Date' value is
     blanked (a re-typed template that prints "26 July 2024" where upstream prints "26 Jul 2024")."""
+    pairs = _drift_renders(ours, upstream)
+    if pairs is None:
+        return False
     differs = False
+    for _, a, b in pairs:
+        if a != b:
+            if registry.without_rendered_date(a) != registry.without_rendered_date(b):
+                return False
+            differs = True
+    return differs
+
+
+def _drift_renders(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> list[tuple[str, str, str]] | None:
+    """(conversation, our text, upstream's text) for each conversation drift compares; None when
+    either template failed to render one of them (then nothing can be said to be all that differs)."""
+    pairs = []
     for name, add_generation_prompt in consistency.DRIFT_RENDERS:
         key = render_key(name, add_generation_prompt)
         a, b = ours.renders.get(key), upstream.renders.get(key)
         if a is None or b is None or a.text is None or b.text is None:
-            return False
-        if a.text != b.text:
-            if registry.without_rendered_date(a.text) != registry.without_rendered_date(b.text):
-                return False
-            differs = True
-    return differs
+            return None
+        pairs.append((name, a.text, b.text))
+    return pairs
 
 
 # Conversations a template can decline: (name, the needle upstream's render must keep to support it).
@@ -192,23 +204,22 @@ def _only_the_default_system_differs(repo: ModelRepo, ours: TemplateAnalysis, up
     sends its own system message renders the same, and every other render differs by one same
     stretch of plain text (no special or added token) that each template writes as a literal
     (a Qwen2.5 fine-tune's "GMeshNet-OSS-8B, created by Callimesh" for "Qwen, created by Alibaba Cloud")."""
+    pairs = _drift_renders(ours, upstream)
+    if pairs is None:
+        return None
     pair = None
-    for name, add_generation_prompt in consistency.DRIFT_RENDERS:
-        key = render_key(name, add_generation_prompt)
-        a, b = ours.renders.get(key), upstream.renders.get(key)
-        if a is None or b is None or a.text is None or b.text is None:
-            return None
-        if a.text == b.text:
+    for name, a, b in pairs:
+        if a == b:
             continue
         if name == "system_user":
             return None  # a system message the caller sends is rendered differently: not just a default
         head = 0
-        while head < min(len(a.text), len(b.text)) and a.text[head] == b.text[head]:
+        while head < min(len(a), len(b)) and a[head] == b[head]:
             head += 1
         tail = 0
-        while tail < min(len(a.text), len(b.text)) - head and a.text[-1 - tail] == b.text[-1 - tail]:
+        while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
             tail += 1
-        found = (a.text[head:len(a.text) - tail], b.text[head:len(b.text) - tail])
+        found = (a[head:len(a) - tail], b[head:len(b) - tail])
         if pair is not None and found != pair:
             return None
         pair = found
