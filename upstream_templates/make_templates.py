@@ -50,6 +50,7 @@ LICENSES = {
     "ibm-granite/": "Apache-2.0", "zai-org/": "MIT", "TinyLlama/": "Apache-2.0",
     "meta-llama/Llama-2": "Llama 2 Community License", "meta-llama/Llama-3.2": "Llama 3.2 Community License",
     "meta-llama/Meta-Llama-3": "Meta Llama 3 Community License", "tencent/": "Tencent Hunyuan Community License",
+    "yandex/YandexGPT-5": "YandexGPT-5-Lite-8B License Agreement",
 }
 # Templates TRL ships for identity comparison, by the upstream repo they stand for.
 TRL_FILES = {"Qwen/Qwen3-4B-Instruct-2507": "trl/chat_templates/qwen3_instruct_2507.jinja",
@@ -84,6 +85,8 @@ REVISION_COPIES = {
 # Upstream repo -> (community folder, file, where that folder came from): the template as a
 # fine-tune of it copied it (tests/corpus/community/MANIFEST.tsv has the same rows).
 COMMUNITY_COPIES = {
+    "yandex/YandexGPT-5-Lite-8B-instruct": ("DMalakhov1__PROJECT_LORA", "tokenizer_config.json",
+                                            "DMalakhov1/PROJECT_LORA@fa8393c412a7fd17e79ae5a00cd844a595dcac34"),
     "tencent/Hunyuan-A13B-Instruct": ("tianyu1412__Hunyuan-A13B__models", "tokenizer_config.json",
                                       "tianyu1412/Hunyuan-A13B@2798f3c8b6a69e0ce93950b0d2417203cf950fa0"),
     "TinyLlama/TinyLlama-1.1B-Chat-v1.0": ("Dheena731__tinyLlama-finetune", "chat_template.jinja",

@@ -69,7 +69,10 @@ def sandbox_escape_attempts(source: str) -> list[tuple[str, int]]:
 
     - an attribute or item that starts with an underscore (`x.__class__`,
       `x['__globals__']`, `x | attr('__class__')`, `self._TemplateReference__context`);
-    - a name that starts with two underscores (`__builtins__`, `__import__`);
+    - a name that starts with two underscores (`__builtins__`, `__import__`) and that the
+      template does not define itself (YandexGPT-5's own template names its macros
+      `__render_tool`, `__render_user_message`: a macro or `set` variable of the template is
+      its own value, not something the environment hands it);
     - a dunder string passed to any call (`getattr('', '__class__')`);
     - `str.format` / `str.format_map`, called or kept as a reference;
     - `self`, the template reference (chat templates have no blocks to call through it).
@@ -91,7 +94,10 @@ def sandbox_escape_attempts(source: str) -> list[tuple[str, int]]:
     found |= {(n.args[0].value, n.lineno) for n in ast.find_all(jinja2.nodes.Filter)
               if n.name == "attr" and n.args and (underscored(n.args[0]) or (
                   isinstance(n.args[0], jinja2.nodes.Const) and n.args[0].value in FORMAT_METHODS))}
-    found |= {(n.name, n.lineno) for n in ast.find_all(jinja2.nodes.Name) if n.name.startswith("__") or n.name == "self"}
+    own = {m.name for m in ast.find_all(jinja2.nodes.Macro)} | {
+        n.name for n in ast.find_all(jinja2.nodes.Name) if n.ctx in ("store", "param")}
+    found |= {(n.name, n.lineno) for n in ast.find_all(jinja2.nodes.Name)
+              if (n.name.startswith("__") and n.name not in own) or n.name == "self"}
     found |= {(a.value, n.lineno) for n in ast.find_all(jinja2.nodes.Call) for a in n.args
               if isinstance(a, jinja2.nodes.Const) and isinstance(a.value, str) and a.value.startswith("__")}
     return sorted(found, key=lambda item: (item[1], item[0]))

@@ -15,7 +15,9 @@ The evidence is the repository's own declaration, never a guess from its name:
 - a PEFT adapter_config.json's `task_type` (SEQ_CLS, TOKEN_CLS, QUESTION_ANS, FEATURE_EXTRACTION);
 - a sentence-transformers folder: modules.json listing sentence_transformers modules, or
   config_sentence_transformers.json (an embedder built on a decoder, such as Qwen3-Embedding, keeps
-  `Qwen3ForCausalLM` in its architectures, yet its tokenizer appends the eos it pools on).
+  `Qwen3ForCausalLM` in its architectures, yet its tokenizer appends the eos it pools on);
+- an LLM2Vec folder: llm2vec_config.json (its pooling), or a PEFT adapter_config.json whose
+  auto_mapping is one of llm2vec's bidirectional models (LlamaBiModel): a decoder made a text encoder.
 """
 
 from __future__ import annotations
@@ -67,12 +69,19 @@ def sentence_transformers(repo: "ModelRepo") -> bool:
         isinstance(m, dict) and str(m.get("type", "")).startswith("sentence_transformers.") for m in modules)
 
 
+def llm2vec(repo: "ModelRepo") -> bool:
+    """An LLM2Vec text encoder: its llm2vec_config.json, or a PEFT adapter of one of llm2vec's bidirectional models."""
+    mapping = (repo.adapter_config or {}).get("auto_mapping")
+    library = mapping.get("parent_library") if isinstance(mapping, dict) else None
+    return repo.exists("llm2vec_config.json") or (isinstance(library, str) and library.startswith("llm2vec."))
+
+
 def encoder_only(repo: "ModelRepo") -> bool:
     """A model that encodes and never generates, as its PEFT adapter_config.json's task_type, its config.json's
     architectures or model_type, or its sentence-transformers files say."""
     if str((repo.adapter_config or {}).get("task_type", "")).upper() in ENCODER_TASK_TYPES:
         return True
-    if sentence_transformers(repo):
+    if sentence_transformers(repo) or llm2vec(repo):
         return True
     config = repo.config or {}
     architectures = config.get("architectures")
@@ -91,6 +100,8 @@ def generates_nothing_because(repo: "ModelRepo") -> str | None:
         return f"the adapter's task_type is {task}: the model encodes and generates no text"
     if sentence_transformers(repo):
         return "a sentence-transformers model (modules.json, config_sentence_transformers.json): it embeds text"
+    if llm2vec(repo):
+        return "an LLM2Vec model (llm2vec_config.json, or an adapter of llm2vec's bidirectional model): it embeds text"
     architectures = (repo.config or {}).get("architectures")
     if isinstance(architectures, list) and architectures and all(
             isinstance(a, str) and a.endswith(ENCODER_HEADS) for a in architectures):

@@ -13,10 +13,11 @@ import logging
 import os
 import pickle
 import struct
+from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM, check_json
+from conftest import UPSTREAM, check_json, rules_alone
 from hfdoctor.lint.check import run_rules
 from hfdoctor.modelfiles.scan import scan_file
 from hfdoctor.modelfiles.allowlist import classify
@@ -167,6 +168,10 @@ def test_classification_of_common_imports():
     assert classify("axolotl.core.trainers.grpo.args", "AxolotlGRPOConfig") == "known"
     assert classify("transformers.integrations.deepspeed", "HfTrainerDeepSpeedConfig") == "known"  # DeepSpeed runs
     assert classify("swift.trainers.arguments", "Seq2SeqTrainingArguments") == "known"  # ms-swift
+    assert classify("accelerate.utils.dataclasses", "DeepSpeedPlugin") == "known"  # ZeRO runs keep it and
+    assert classify("transformers.integrations.deepspeed", "HfDeepSpeedConfig") == "known"  # its weakref config
+    assert classify("transformers.generation.configuration_utils", "GenerationConfig") == "known"  # Seq2Seq args
+    assert classify("accelerate.utils.dataclasses", "FullyShardedDataParallelPlugin") == "unlisted"  # not read
     for module, name in [("axolotl.core.training_args", "AxolotlTrainingMixins"), ("axolotl.utils", "AxolotlConfig"),
                          ("axolotl.core.training_args", "Payload")]:
         assert classify(module, name) == "unlisted", (module, name)
@@ -346,3 +351,24 @@ def test_a_zstd_pickle_is_not_proven_safe_and_a_zstd_dataset_is_not_a_pickle(tmp
     (tmp_path / "train.jsonl.zst").write_bytes(zstd_frame)
     found = {(f["code"], f["file"]) for f in check_json(tmp_path, "--select", "SEC")[0]["findings"]}
     assert ("SEC006", "model.pkl.zst") in found and not any(file == "train.jsonl.zst" for _, file in found)
+
+
+@pytest.mark.parametrize("slug, imported", [
+    ("21-GAVINU__kubecomworkflow__model", "accelerate.utils.dataclasses.DeepSpeedPlugin"),
+    ("29aitch__AIchatbot__output_checkpoint-3000", "transformers.generation.configuration_utils.GenerationConfig"),
+])
+def test_published_training_args_of_deepspeed_and_seq2seq_runs_are_training_state(tmp_path, slug, imported):
+    """Real training_args.bin files people published (tests/corpus/community): a ZeRO run's (accelerate's
+    DeepSpeedPlugin and transformers' HfDeepSpeedConfig) and GLM-4's Seq2SeqTrainingArguments with a
+    GenerationConfig are plain training state (info), while a script's own __main__.Args stays an error."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "corpus"))
+    import community_load
+
+    folder = community_load.materialise_one(slug, tmp_path)
+    found = rules_alone(folder, ["SEC001", "SEC004"])
+    assert [f.code for f in found] == ["SEC004"], [(f.code, f.message) for f in found]
+    assert found[0].file == "training_args.bin" and str(found[0].severity) == "info"
+    assert classify(*imported.rsplit(".", 1)) == "known"
+    [unsafe] = rules_alone(community_load.materialise_one("Shran21__LoraAI-Server__model", tmp_path), ["SEC001"])
+    assert "__main__.Args" in unsafe.message

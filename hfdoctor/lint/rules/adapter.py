@@ -39,7 +39,10 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       `~/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/<commit>`, whose name is the
       Hub repo itself); a quantized copy (`unsloth/...-bnb-4bit`, GPTQ, AWQ): servers and
       merges load that lossy copy (warning); a model of another family than the card's
-      base_model (error);
+      base_model (error); no base named at all (error), except for an adapter of a model that
+      is not a transformers model (auto_mapping of diffusers' UNet2DConditionModel or DINOv3's
+      DinoVisionTransformer; an SD/SDXL UNet LoRA of to_q/to_k/to_v with no task_type): PEFT
+      has no name to record for it (info);
     - no adapter weights, LoRA A/B ranks that differ from r/rank_pattern or from each
       other (PEFT's load fails with a size mismatch: error), target_modules that no saved
       weight matches (the base has no such module, warning), and saved LoRA weights for
@@ -155,11 +158,39 @@ def _not_peft(repo: ModelRepo, self: Rule, config: dict[str, Any], what: str) ->
                            + ": there are no adapter weights to load.", file=ADAPTER_CONFIG)
 
 
+# Attention projections of diffusers' UNets and transformers (Stable Diffusion, SDXL, Flux); no
+# transformers language model names its modules so.
+DIFFUSERS_MODULES = frozenset({"to_q", "to_k", "to_v", "to_out.0", "add_q_proj", "add_k_proj", "add_v_proj",
+                               "to_add_out"})
+
+
+def non_transformers_base(config: dict[str, Any]) -> str | None:
+    """What a PEFT config adapts when that is not a transformers model: PEFT records the class of such
+    a model in auto_mapping (diffusers' UNet2DConditionModel, DINOv3's DinoVisionTransformer) and has
+    no name to write as its base; an SD or SDXL UNet LoRA saved without auto_mapping targets only
+    diffusers' attention projections and has no task type."""
+    mapping = config.get("auto_mapping")
+    library = mapping.get("parent_library") if isinstance(mapping, dict) else None
+    if isinstance(library, str) and library and not library.startswith("transformers"):
+        return f"{mapping.get('base_model_class') or 'a model'} of {library.split('.')[0]}"
+    targets = config.get("target_modules")
+    if config.get("task_type") is None and isinstance(targets, list) and targets \
+            and set(map(str, targets)) <= DIFFUSERS_MODULES:
+        return "a diffusers model (its attention projections " + ", ".join(sorted(map(str, targets))) + ")"
+    return None
+
+
 def _base_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], base: str | None) -> Iterator[Finding]:
+    pointer = "/base_model_name_or_path" if "base_model_name_or_path" in config else None
+    if (not base or not base.strip()) and (other := non_transformers_base(config)):
+        yield self.finding(repo, f"adapter_config.json names no base_model_name_or_path: it adapts {other}, not a "
+                           "transformers model, which has no Hub name for PEFT to record; it is loaded onto the "
+                           "model its code builds (PeftModel.from_pretrained(model, folder)). Name the base in "
+                           "the model card.", file=ADAPTER_CONFIG, pointer=pointer, severity=Severity.INFO)
+        return
     if not base or not base.strip():
         yield self.finding(repo, "adapter_config.json names no base_model_name_or_path: PEFT, vLLM and the Hub "
-                           "cannot tell which model it adapts.", file=ADAPTER_CONFIG,
-                           pointer="/base_model_name_or_path" if "base_model_name_or_path" in config else None)
+                           "cannot tell which model it adapts.", file=ADAPTER_CONFIG, pointer=pointer)
         return
     card_bases = [b for b in lineage_mod.card_base_models(repo) if not local_path(b)]
     cached = cached_hub_id(base) if local_path(base) else None

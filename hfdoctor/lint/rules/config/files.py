@@ -35,7 +35,9 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     config.json: its base model has one; adapter-inconsistent checks it. Neither does a
     repository of GGUF files: each carries its architecture, tokenizer and template. The
     Trainer's state files (training_args.bin, optimizer.pt, rng_state.pth...) are not
-    weights: a PEFT checkpoint folder (adapter + trainer state) needs no config.json either.
+    weights: a PEFT checkpoint folder (adapter + trainer state) needs no config.json either,
+    nor an adapter beside a backbone checkpoint that is not transformers weights (Meta's
+    DINOv3 .pth, which DINOv3's own code builds).
 
     Also reported: a tokenizer.json that is not a tokenizer (no `model` object: a
     placeholder; error), and a file loaders look for saved under a browser-duplicate name
@@ -55,7 +57,7 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     yield from _browser_duplicates(repo, self)
     gguf_only = all(f.endswith(".gguf") for f in repo.weight_files)  # a GGUF carries its own config
     if repo.config is None and "config.json" not in repo.problems and repo.weight_files and not repo.is_adapter \
-            and not gguf_only:
+            and not gguf_only and not _adapter_beside_foreign_backbone(repo):
         yield self.finding(
             repo,
             "config.json is missing but the repository ships weights: no loader can tell which "
@@ -87,6 +89,15 @@ def _browser_duplicates(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 # Weight files transformers' save_pretrained writes (sharded or not): a config beside none of them,
 # and with none of its keys, belongs to a model of another library or plain PyTorch (model.pt).
 TRANSFORMERS_WEIGHTS = ("model.safetensors", "model-", "pytorch_model", "tf_model.h5", "flax_model.msgpack")
+
+
+def _adapter_beside_foreign_backbone(repo: ModelRepo) -> bool:
+    """A PEFT adapter whose other weight files are not transformers weights (Meta's DINOv3
+    checkpoint dinov3_vits16_pretrain_lvd.pth beside a LoRA of it): that library's own code builds
+    the backbone, and no config.json is read."""
+    others = [rel for rel in repo.weight_files if not repo.is_adapter_file(rel)]
+    return repo.exists("adapter_config.json") and not any(
+        rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS) for rel in others)
 
 
 def _own_model_config(repo: ModelRepo, config: dict) -> bool:

@@ -11,7 +11,11 @@ family's canonical upstream template, and every other template upstream publishe
 - a template with `{% generation %}` tags (TRL's assistant_only_loss): a trainer saved the
   template it trained with, so it is the fine-tune's own trained format too; so is TRL's stock
   ChatML, byte for byte (setup_chat_format installs it on the model it is about to train, and
-  SmolLM's cosmo2-tokenizer ships the same text to models pre-trained with it);
+  SmolLM's cosmo2-tokenizer ships the same text to models pre-trained with it); so is Unsloth's own
+  template (its header comment says so) on a checkpoint an Unsloth run trained and saved;
+- a template that only renames the default system message (a fine-tune's own identity in place
+  of "You are Qwen, created by Alibaba Cloud"): every turn marker, and every conversation that
+  sends its own system message, renders as upstream's;
 - a difference no server ever sends: only what a finished conversation ends with after its
   last turn (unsloth's Phi-3.5 copy, without the trailing <|endoftext|>), or the default date
   string of a Llama 3.x template.
@@ -71,6 +75,8 @@ def _unknown_base(repo: ModelRepo) -> str | None:
 TRL_CHATML_SHA256 = "153280e3ff55d19da1398bdb3914ee2a51b80429bfaedde11d7d216c39db80f3"
 TRL_CHATML = ("it is TRL's stock ChatML template (setup_chat_format installs it on the model it trains), "
               "so the checkpoint was trained on its own format")
+UNSLOTH = ("it is Unsloth's own template (its header comment says so), saved by the Unsloth run that trained this "
+           "checkpoint, so the checkpoint was trained on it")
 
 
 def _only_the_date_differs(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
@@ -163,6 +169,58 @@ def _own_markers(repo: ModelRepo, lineage: lineage_mod.Lineage, ours: TemplateAn
     return sorted(written(ours) - theirs)
 
 
+def _unsloth_template(repo: ModelRepo, analysis: TemplateAnalysis) -> bool:
+    """Unsloth's own template (a Jinja comment of its header: "Copyright 2025-present Unsloth ...
+    Unsloth chat template fixes") on a checkpoint an Unsloth run saved (config.json's
+    unsloth_fixed or unsloth_version, or a base named unsloth/...): Unsloth trains with the template
+    it ships, so the weights learnt this one (a gpt-oss merge saved with Unsloth's gpt-oss fixes)."""
+    marked = False
+    start = analysis.text.find("{#")
+    while start != -1 and not marked:
+        end = analysis.text.find("#}", start)
+        comment = analysis.text[start:end if end != -1 else len(analysis.text)]
+        marked = "Unsloth" in comment and "template" in comment.lower()
+        start = analysis.text.find("{#", end) if end != -1 else -1
+    config = repo.config or {}
+    trained = "unsloth_fixed" in config or "unsloth_version" in config or any(
+        name.lower().startswith("unsloth/") for name in lineage_mod.trained_from(repo))
+    return marked and trained
+
+
+def _only_the_default_system_differs(repo: ModelRepo, ours: TemplateAnalysis, upstream: TemplateAnalysis) -> tuple[str, str] | None:
+    """(ours, upstream's) default system text when that is all that differs: the conversation that
+    sends its own system message renders the same, and every other render differs by one same
+    stretch of plain text (no special or added token) that each template writes as a literal
+    (a Qwen2.5 fine-tune's "GMeshNet-OSS-8B, created by Callimesh" for "Qwen, created by Alibaba Cloud")."""
+    pair = None
+    for name, add_generation_prompt in consistency.DRIFT_RENDERS:
+        key = render_key(name, add_generation_prompt)
+        a, b = ours.renders.get(key), upstream.renders.get(key)
+        if a is None or b is None or a.text is None or b.text is None:
+            return None
+        if a.text == b.text:
+            continue
+        if name == "system_user":
+            return None  # a system message the caller sends is rendered differently: not just a default
+        head = 0
+        while head < min(len(a.text), len(b.text)) and a.text[head] == b.text[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(a.text), len(b.text)) - head and a.text[-1 - tail] == b.text[-1 - tail]:
+            tail += 1
+        found = (a.text[head:len(a.text) - tail], b.text[head:len(b.text) - tail])
+        if pair is not None and found != pair:
+            return None
+        pair = found
+    if pair is None or not all(pair):
+        return None
+    specials = (repo.special_token(key) for key in ("bos_token", "eos_token", "pad_token", "unk_token"))
+    tokens = [t for t in (*repo.added_token_strings, *specials) if t]
+    if any(t in text for t in tokens for text in pair):
+        return None
+    return pair if pair[0] in ours.text and pair[1] in upstream.text else None
+
+
 def _other_releases(repo: ModelRepo, candidates: list[Variant]) -> list[tuple[Variant, str, str, TemplateAnalysis]]:
     """(variant, sha256, what it is, analysis) of the upstream templates hfdoctor ships that
     are not the canonical one: another release's, an earlier revision."""
@@ -192,8 +250,10 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Not drift: a checkpoint trained from another format (its family's pre-trained base, or a
     Hub model the registry does not tie to the family); a template whose turn markers are
     tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma), that carries
-    `{% generation %}` tags (a trainer saved the template it trained with), or that is TRL's stock
-    ChatML (setup_chat_format installs it on the model it trains); differences no
+    `{% generation %}` tags (a trainer saved the template it trained with), that is TRL's stock
+    ChatML (setup_chat_format installs it on the model it trains), or that is Unsloth's own template
+    on a checkpoint an Unsloth run saved; a template that only renames the default system message
+    (every turn marker and a caller's system message render as upstream's); differences no
     server sends (what a finished conversation ends with after its last turn, the default date
     of a Llama 3.x template). When the base an adapter was trained from cannot be read, which
     template its weights learnt cannot be known: info.
@@ -276,9 +336,14 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     unknown = _unknown_base(repo)
     trained = training_template(analysis)
     chatml = analysis.sha256 == TRL_CHATML_SHA256
-    if own or unknown or trained or chatml:
+    unsloth = _unsloth_template(repo, analysis)
+    system = _only_the_default_system_differs(repo, analysis, upstreams[0].analysis)
+    if own or unknown or trained or chatml or unsloth or system:
         why = (f"its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added, so it was trained on "
                "its own format" if own else TRAINING_TEMPLATE if trained else TRL_CHATML if chatml
+               else UNSLOTH if unsloth
+               else f"only its default system message differs ({system[0][:60]!r} for {system[1][:60]!r}): every turn "
+               "marker, and a system message the caller sends, render as upstream's" if system
                else f"{unknown}, so which template its weights learnt cannot be known")
         yield self.finding(
             repo,

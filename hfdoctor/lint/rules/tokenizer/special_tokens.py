@@ -87,7 +87,8 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     token (SmolLM3, DeepSeek-R1): that is the family's design, and its fine-tuning
     recipes set their own pad token. Never when the repository's own config.json or
     generation_config.json names another pad id (a contradiction inside one repository),
-    nor when the upstream named is the repository itself.
+    nor when the upstream named is the repository itself. Info, too, for a model that
+    generates no text (an LLM2Vec encoder, a classifier): it has no end of turn to learn.
     """
     pad = repo.special_token("pad_token")
     if pad is None or repo.gguf_tokenizer is not None:
@@ -110,6 +111,9 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     # inside this repository: never a design, whatever upstream does (SmolLM3-3B's own files).
     design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
         if upstream is not None and upstream[0] == pad and not safe else ()
+    # Learning to stop is a problem of a model that generates: an encoder (an LLM2Vec embedder, a
+    # classifier) has no end of turn to learn, and the policy says so at info.
+    design += (Facet(FacetKind.GENERATION),)
     yield self.finding(
         repo,
         f"pad_token is {pad!r}, the token that ends every assistant turn: collators that mask pad ids "
@@ -186,6 +190,8 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     FEATURE_EXTRACTION, or config.json's architectures all *ForSequenceClassification and the
     like): its tokenizer ends every input with [SEP] or </s> by design; nor for a sentence-transformers
     embedder (its modules.json), which pools on the eos it appends, even on a decoder (Qwen3-Embedding).
+    A checkpoint trained from a decoder whose own tokenizer appends the eos by design, keeping its
+    tokenizer class (rinna's T5Tokenizer GPT-NeoX releases), is told so at info.
     """
     if encoder_decoder(repo) or encoder_only(repo):
         return
@@ -204,7 +210,15 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             v4_bos, v4_eos = pp_bos, pp_eos
         flag_bos = add_bos if add_bos is not None else pp_bos  # llama.cpp's converter
         flag_eos = add_eos if add_eos is not None else pp_eos
-        if pp_eos and eos:
+        upstream = _upstream_appends_eos(repo)
+        if pp_eos and eos and upstream:
+            yield self.finding(
+                repo,
+                f"tokenizer.json's post-processor appends {eos!r} to every encode, as {upstream}: the base's "
+                "design, which this checkpoint keeps. Encode prompts with add_special_tokens=False, as that card does.",
+                file="tokenizer.json", severity=Severity.INFO,
+            )
+        elif pp_eos and eos:
             yield _appends_eos(repo, self, f"tokenizer.json's post-processor appends {eos!r} to every encode "
                                "(transformers, TGI, vLLM, llama.cpp)", chat, _remove_eos_fix(repo, pp))
         elif (v4_eos or flag_eos) and eos:
@@ -231,6 +245,25 @@ def tokenizer_adds_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                            "every encode", chat,
                            Fix("set add_eos_token to false in tokenizer_config.json", (edit,)) if edit else None)
     yield from _prompt_ends_with_eos(repo, self, eos)
+
+
+# Decoders whose own tokenizer appends the eos to every encode, by the design of the class they ship:
+# rinna's Japanese GPT-NeoX and GPT-2 releases (japanese-gpt-neox-3.6b and its -instruction-sft/-ppo,
+# japanese-gpt-1b, bilingual-gpt-neox-4b) ship a T5Tokenizer (spiece.model), which ends every encode with
+# </s>; their cards encode prompts with add_special_tokens=False.
+EOS_APPENDING_BASES = (("rinna/", "T5Tokenizer", "rinna's own T5Tokenizer does for its GPT-NeoX and GPT-2 releases"),)
+
+
+def _upstream_appends_eos(repo: ModelRepo) -> str | None:
+    """Which upstream's own tokenizer appends the eos, when this checkpoint was trained from one that
+    does and keeps its tokenizer class (an adapter on rinna/japanese-gpt-neox-3.6b)."""
+    tokenizer_class = str((repo.tokenizer_config or {}).get("tokenizer_class"))
+    names = lineage_mod.trained_from(repo) + lineage_mod.card_base_models(repo)
+    for prefix, cls, what in EOS_APPENDING_BASES:
+        base = next((n for n in names if n.lower().startswith(prefix)), None)
+        if base is not None and tokenizer_class == cls:
+            return f"{base}'s tokenizer does ({what})"
+    return None
 
 
 def _appends_eos(repo: ModelRepo, self: Rule, what: str, chat: bool, fix: Fix | None) -> Finding:
