@@ -315,7 +315,9 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     past the number of rows crashes the forward pass (IndexError on CPU, "device-side
     assert triggered" on CUDA) the first time the tokenizer emits it, typically for the
     added special tokens (<think>, <|im_end|>) at the very end of the vocabulary. Rows
-    beyond the tokenizer (padding to a multiple of 64 or 128) are normal and not reported.
+    beyond the tokenizer (padding to a multiple of 64 or 128) are normal and not reported, and
+    so are ids in the rows a model's own code adds past vocab_size (Molmo's additional_vocab_size,
+    128 by default, for its image tokens).
 
     Example: a Qwen3 tokenizer (ids up to 151668) with Llama-3.1 weights (128256 rows);
     tokens added to the tokenizer without model.resize_token_embeddings().
