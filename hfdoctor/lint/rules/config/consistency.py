@@ -59,6 +59,8 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - `use_cache: false` left over from training (LLaMA-Factory #1161): without a
       generation_config.json, generate() then re-runs the whole sequence for every new
       token (checked on transformers 5.23). Safe fix: use_cache true (outputs are identical).
+      Info when the config.json sits beside a PEFT adapter that names its base (Unsloth saves
+      the base's config there): loaders build that base from its own files, not this one.
 
     Example: SmolLM3-3B's config.json says `use_cache: false` (info there: it ships a
     generation_config.json). A copy of
@@ -74,7 +76,15 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if config is None:
         return
     yield from _rope_problems(repo, self, config)
-    if config.get("use_cache") is False:
+    if config.get("use_cache") is False and _beside_peft_adapter(repo):
+        # Unsloth writes the base's config.json (use_cache false from training) into the LoRA folder; every
+        # loader of that folder builds the base named in adapter_config.json from the base's own files.
+        yield self.finding(
+            repo, "config.json says use_cache: false, but it sits beside a PEFT adapter whose base is "
+            f"{_adapter_base_name(repo)!r}: transformers, PEFT and vLLM build that base from its own config.json and "
+            "generation_config.json, so this value never reaches generate().",
+            file="config.json", pointer="/use_cache", severity=Severity.INFO)
+    elif config.get("use_cache") is False:
         edit = json_set_value(repo, "config.json", "/use_cache", True)
         no_gen = repo.generation_config is None and "generation_config.json" not in repo.problems
         yield self.finding(
@@ -94,6 +104,17 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     yield from _dtype_problem(repo, self, config, tensors)
     if view.complete:
         yield from _tied_head_problem(repo, self, config, tensors)
+
+
+def _adapter_base_name(repo: ModelRepo) -> str | None:
+    base = (repo.adapter_config or {}).get("base_model_name_or_path")
+    return base if isinstance(base, str) and base.strip() else None
+
+
+def _beside_peft_adapter(repo: ModelRepo) -> bool:
+    """config.json in a PEFT adapter's folder (no weights but the adapter's), whose adapter_config.json names the
+    base: AutoModelForCausalLM, AutoPeftModel and vLLM load that base, not this config.json."""
+    return repo.is_adapter and "peft_type" in (repo.adapter_config or {}) and _adapter_base_name(repo) is not None
 
 
 def _rope_problems(repo: ModelRepo, self: Rule, config: dict[str, Any]) -> Iterator[Finding]:

@@ -7,12 +7,14 @@ family's canonical upstream template, and every other template upstream publishe
 - a checkpoint trained from another format: the family's pre-trained base, or a model the
   registry does not tie to the family (its weights learnt that model's format);
 - a template whose turn markers are tokens the checkpoint itself added (a ChatML retrain of
-  Mistral, a Gemma 2 fine-tune with <|im_start|>): the fine-tune's own trained format;
+  Mistral, a Gemma 2 fine-tune with <|im_start|>, granite-7b-lab's <|user|> past every Llama
+  release's rows even though TinyLlama-Chat writes the same string as text): the fine-tune's own
+  trained format;
 - a template with `{% generation %}` tags (TRL's assistant_only_loss): a trainer saved the
   template it trained with, so it is the fine-tune's own trained format too; so is TRL's stock
   ChatML, byte for byte (setup_chat_format installs it on the model it is about to train, and
   SmolLM's cosmo2-tokenizer ships the same text to models pre-trained with it); so is Unsloth's own
-  template (its header comment says so) on a checkpoint an Unsloth run trained and saved;
+  template (its header comment says so) on a checkpoint an Unsloth run, or a trainer, saved;
 - a template that only renames the default system message (a fine-tune's own identity in place
   of "You are Qwen, created by Alibaba Cloud"): every turn marker, and every conversation that
   sends its own system message, renders as upstream's;
@@ -172,20 +174,36 @@ def _own_markers(repo: ModelRepo, lineage: lineage_mod.Lineage, ours: TemplateAn
     if rows is None:
         return []
     added = {t for t in repo.added_token_strings if t and (repo.token_id(t) or 0) >= rows}
+    # Past every release's rows, a token no upstream tokenizer has: an upstream template that
+    # writes the same string writes it as plain text, split into pieces (TinyLlama-Chat's
+    # '<|user|>'), so the weights that learnt it as one added token learnt their own format
+    # (granite-7b-lab's <|user|>=32002 on a Llama-shaped vocabulary).
+    largest = max([fam.vocab_rows() or rows, *(b.dims.get("vocab_size") or rows for b in fam.bases)])
+    beyond = {t for t in added if (repo.token_id(t) or 0) >= largest}
 
     def written(analysis: TemplateAnalysis) -> set[str]:
         texts = [r.text for r in analysis.renders.values() if r is not None and r.text]
         return {t for t in added if any(t in text for text in texts)}
 
     theirs = set().union(*(written(u) for u in upstream)) if upstream else set()
-    return sorted(written(ours) - theirs)
+    return sorted(written(ours) - (theirs - beyond))
+
+
+def own_format_markers(repo: ModelRepo, analysis: TemplateAnalysis) -> list[str]:
+    """The turn markers of `analysis` that are tokens this checkpoint added and no upstream
+    template of its family writes as tokens: the template is the checkpoint's own trained format
+    (granite-7b-lab's <|user|>/<|assistant|> on a Llama-shaped vocabulary), which no upstream
+    template hfdoctor knows describes."""
+    lineage = lineage_mod.detect(repo)
+    return _own_markers(repo, lineage, analysis, [u.analysis for u in upstream_templates(repo)])
 
 
 def _unsloth_template(repo: ModelRepo, analysis: TemplateAnalysis) -> bool:
     """Unsloth's own template (a Jinja comment of its header: "Copyright 2025-present Unsloth ...
     Unsloth chat template fixes") on a checkpoint an Unsloth run saved (config.json's
-    unsloth_fixed or unsloth_version, or a base named unsloth/...): Unsloth trains with the template
-    it ships, so the weights learnt this one (a gpt-oss merge saved with Unsloth's gpt-oss fixes)."""
+    unsloth_fixed or unsloth_version, or a base named unsloth/...) or on a trainer's checkpoint: the
+    run trained with the template it saved, so the weights learnt this one (a gpt-oss merge saved with
+    Unsloth's gpt-oss fixes, a GRPO checkpoint of an Unsloth gpt-oss base)."""
     marked = False
     start = analysis.text.find("{#")
     while start != -1 and not marked:
@@ -196,7 +214,10 @@ def _unsloth_template(repo: ModelRepo, analysis: TemplateAnalysis) -> bool:
     config = repo.config or {}
     trained = "unsloth_fixed" in config or "unsloth_version" in config or any(
         name.lower().startswith("unsloth/") for name in lineage_mod.trained_from(repo))
-    return marked and trained
+    # A trainer's checkpoint (trainer_state.json beside it) saved the tokenizer it trained with:
+    # Unsloth's template there came from the Unsloth base it loaded (a TRL GRPO run on gpt-oss).
+    checkpoint = "trainer_state.json" in repo.files
+    return marked and (trained or checkpoint)
 
 
 def _only_the_default_system_differs(repo: ModelRepo, ours: TemplateAnalysis, upstream: TemplateAnalysis) -> tuple[str, str] | None:
@@ -260,10 +281,11 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Not drift: a checkpoint trained from another format (its family's pre-trained base, or a
     Hub model the registry does not tie to the family); a template whose turn markers are
-    tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma), that carries
+    tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma; granite-7b-lab's
+    <|user|> past every Llama release's rows, which TinyLlama-Chat writes only as text), that carries
     `{% generation %}` tags (a trainer saved the template it trained with), that is TRL's stock
     ChatML (setup_chat_format installs it on the model it trains), or that is Unsloth's own template
-    on a checkpoint an Unsloth run saved; a template that only renames the default system message
+    on a checkpoint an Unsloth run or a trainer (trainer_state.json) saved; a template that only renames the default system message
     (every turn marker and a caller's system message render as upstream's); differences no
     server sends (what a finished conversation ends with after its last turn, the default date
     of a Llama 3.x template). When the base an adapter was trained from cannot be read, which

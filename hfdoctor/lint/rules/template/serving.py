@@ -17,6 +17,7 @@ from hfdoctor.lint.rules.template.common import (
     template_sources, training_template,
 )
 from hfdoctor.lint.rules.template.design import design_facets, fixed_upstream, upstream_templates
+from hfdoctor.lint.rules.template.drift import own_format_markers
 
 
 @rule("TPL006", "generation-prompt-noop", Severity.WARNING, fix=FixAvailability.NONE)
@@ -34,7 +35,10 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     assistant turn are those the full render puts between the user's message and the
     reply and never before a user message. Not reported when the prompt already contains
     one of them: Mistral's prompt ends with `[/INST]`, Command-A's with
-    `<|CHATBOT_TOKEN|>` (the model itself then writes `<|START_RESPONSE|>`, by design).
+    `<|CHATBOT_TOKEN|>` (the model itself then writes `<|START_RESPONSE|>`, by design). When the
+    template's turn markers are tokens the checkpoint added (its own format, as granite-7b-lab's
+    <|user|>/<|assistant|>), no upstream template hfdoctor knows is of that format to tell the
+    release's design from a bug: info.
 
     Example: Qwen3-8B's template with its `{%- if add_generation_prompt %}` block cut off:
     the prompt ends after the user's `<|im_end|>`, without `<|im_start|>assistant`.
@@ -86,12 +90,18 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if not opener or set(opener) & set(_pieces(prompt_tail)):
         return  # no assistant header, or the prompt already opens the assistant turn (Mistral's [/INST])
     reads = "reads add_generation_prompt but" if "add_generation_prompt" in analysis.variables else "never reads add_generation_prompt and"
+    # A format of the checkpoint's own added tokens: no upstream template hfdoctor knows is of that
+    # format, so whether its release does the same (granite-7b-lab's LAB template) cannot be told.
+    own = own_format_markers(repo, analysis)
     yield self.finding(
         repo,
         f"the chat template {reads} renders the same prompt with add_generation_prompt=True as without, while a "
         f"reply is preceded by {header!r} in the full render: served prompts end before that assistant header, so "
-        "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`.",
+        "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`."
+        + (f" (Its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added: no upstream template of "
+           "that format is known here to tell whether it is its release's design.)" if own else ""),
         file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY)],
+        severity=Severity.INFO if own else None,
     )
 
 

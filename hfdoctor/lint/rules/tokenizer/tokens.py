@@ -206,7 +206,9 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Severity: error for a chat model, warning when the repository shows no chat evidence,
     info for a checkpoint that says it is pre-trained (a base model: its template is for
-    the fine-tunes built on it, and it is not served as a chat model).
+    the fine-tunes built on it, and it is not served as a chat model), and info when no file
+    names a model family hfdoctor knows (an xGen-MM or Molmo copy): whether that release
+    ships its stop ids and template this way cannot be told from the folder.
 
     A PEFT adapter (no config.json, no generation_config.json: by design) stops where its
     base model stops: its end of turn is judged by the base's stop ids, read from the base's
@@ -272,13 +274,18 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     fam = registry.family(lineage_mod.detect(repo).family)
     chat = bool(lineage_mod.chat_evidence(repo, fam))
+    # No file names a family hfdoctor knows (xGen-MM, Molmo): whether the release itself ships its stop ids
+    # and template this way, or the publisher changed them, cannot be told, so the disagreement is info.
+    unknown_release = fam is None
     yield self.finding(
         repo,
         f"the chat template ends each assistant turn with {found.token!r} (id {found.token_id}), but {source} "
         f"stops generation on {names}: replies will run past the end of the turn until max_tokens. "
-        f"Add {found.token_id} to {source}'s eos_token_id.",
+        f"Add {found.token_id} to {source}'s eos_token_id."
+        + (" No file here names a model family hfdoctor knows, so it cannot tell whether the release itself ships "
+           "these files this way: compare them with the release's own." if unknown_release else ""),
         file=source, pointer="/eos_token_id",
-        severity=Severity.ERROR if chat else Severity.WARNING,
+        severity=Severity.INFO if unknown_release else Severity.ERROR if chat else Severity.WARNING,
         fix=_add_eos_fix(repo, source, found.token_id), facets=(Facet(FacetKind.CHAT_ONLY),),
     )
 

@@ -315,7 +315,9 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     past the number of rows crashes the forward pass (IndexError on CPU, "device-side
     assert triggered" on CUDA) the first time the tokenizer emits it, typically for the
     added special tokens (<think>, <|im_end|>) at the very end of the vocabulary. Rows
-    beyond the tokenizer (padding to a multiple of 64 or 128) are normal and not reported.
+    beyond the tokenizer (padding to a multiple of 64 or 128) are normal and not reported, and
+    so are ids in the rows a model's own code adds past vocab_size (Molmo's additional_vocab_size,
+    128 by default, for its image tokens).
 
     Example: a Qwen3 tokenizer (ids up to 151668) with Llama-3.1 weights (128256 rows);
     tokens added to the tokenizer without model.resize_token_embeddings().
@@ -346,15 +348,28 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
     config = repo.config or {}
     vocab_size = registry.config_value(config, "vocab_size")
-    if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and max_id >= vocab_size:
-        beyond = sum(1 for i in vocab.values() if i >= vocab_size)
+    if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and max_id >= vocab_size + _additional_rows(config):
+        rows = vocab_size + _additional_rows(config)
+        beyond = sum(1 for i in vocab.values() if i >= rows)
         pointer = "/vocab_size" if "vocab_size" in config else "/text_config/vocab_size"
+        more = f" (and {rows - vocab_size} additional rows)" if rows > vocab_size else ""
         yield self.finding(
             repo,
-            f"config.json vocab_size is {vocab_size} but the tokenizer has {beyond} token ids at or beyond it "
-            f"(up to {max_id}, {top_token!r}): the model is built with too few embedding rows for this tokenizer.",
+            f"config.json vocab_size is {vocab_size}{more} but the tokenizer has {beyond} token ids at or beyond "
+            f"{'them' if more else 'it'} (up to {max_id}, {top_token!r}): the model is built with too few embedding "
+            "rows for this tokenizer.",
             file="config.json", pointer=pointer,
         )
+
+
+def _additional_rows(config: dict) -> int:
+    """Embedding rows a model builds past vocab_size by design: Molmo's remote code (model_type molmo)
+    adds additional_vocab_size rows (128 unless the config says, as in allenai's Molmo configs and
+    transformers' MolmoTextConfig) for its image tokens (<im_start>, <im_patch>, <|image|>...)."""
+    if config.get("model_type") != "molmo":
+        return 0
+    extra = config.get("additional_vocab_size", 128)
+    return extra if isinstance(extra, int) and not isinstance(extra, bool) and extra > 0 else 0
 
 
 def _human_bytes(size: int | None) -> str:
