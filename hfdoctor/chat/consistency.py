@@ -45,10 +45,11 @@ def _after(text: str, at: int, n: int = 40) -> str:
 
 
 # Reasoning markup: think tags of any spelling (<think>, </think>, <seed:think>,
-# [THINK]), harmony's analysis channel header and Gemma's thought channel, with the
-# whitespace around them, and the corpus' reasoning text.
+# [THINK]), harmony's analysis channel header and Gemma's thought channel (opened by
+# <|channel>thought, closed by <channel|>, as Gemma 4's template writes an empty one into the
+# generation prompt), with the whitespace around them, and the corpus' reasoning text.
 REASONING_MARKUP = patterns.compile(
-    r"(?i)\s*(?:</?[\w:]*think[\w:]*>|\[/?think\]|<\|channel\|>analysis<\|message\|>|<\|channel>thought)\s*")
+    r"(?i)\s*(?:</?[\w:]*think[\w:]*>|\[/?think\]|<\|channel\|>analysis<\|message\|>|<\|channel>thought|<channel\|>)\s*")
 
 
 def without_reasoning(text: str) -> str:

@@ -12,6 +12,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor.bounded import patterns
 from hfdoctor.chat import capabilities, corpus
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
+from hfdoctor.repo.vocabulary import has_whole_vocabulary
 from hfdoctor.repo import ModelRepo
 from hfdoctor.knowledge.upstream import shipped_template
 from hfdoctor.knowledge import registry
@@ -254,13 +255,17 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     published format that writes them as text (Zephyr's <|system|>, <|user|>, <|assistant|>)
     and none is a token here: the model was trained that way.
 
+    Judged only with the whole vocabulary at hand (tokenizer.json, vocab.json or a GGUF): a
+    folder that commits only its added tokens (a Granite 3 folder without vocab.json, whose
+    <|end_of_text|> is id 0 of the vocabulary it left out) cannot say a marker is unknown.
+
     Fix: none automatic; use the token the vocabulary has (the message suggests one).
     """
 
     found = default_template(repo)
     vocab = repo.vocab
-    if found is None or not vocab:
-        return
+    if found is None or not vocab or not has_whole_vocabulary(repo):
+        return  # added tokens alone (no vocab.json, tokenizer.json or GGUF) cannot say a marker is unknown
     source, analysis = found
     added = sorted(repo.added_token_strings)
     emitted = capabilities.emitted_markers(analysis, MAX_MARKERS_JUDGED)

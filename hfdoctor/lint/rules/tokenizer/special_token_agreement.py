@@ -13,6 +13,7 @@ from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
+from hfdoctor.repo.vocabulary import has_whole_vocabulary
 from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
@@ -41,7 +42,7 @@ def special_token_missing(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Fix: none automatic; name tokens that exist, or add them to the tokenizer.
     """
-    if not _has_base_vocabulary(repo):
+    if not has_whole_vocabulary(repo):
         return  # only added tokens are at hand: a special token of the base vocabulary cannot be judged
     vocab = repo.vocab
     for key in SPECIAL_TOKEN_KEYS:
@@ -102,16 +103,6 @@ def special_tokens_map_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding
             )
 
 
-def _has_base_vocabulary(repo: ModelRepo) -> bool:
-    """Whether the folder holds its whole vocabulary, not just added_tokens.json or added_tokens_decoder.
-
-    A Whisper fine-tune that commits added_tokens.json (ids 50258 and up) without vocab.json
-    still stops on 50257, a token of the vocabulary the folder left out.
-    """
-    return (repo.gguf_tokenizer is not None or repo.tokenizer_json is not None
-            or isinstance(repo.json_object("vocab.json"), dict))
-
-
 @rule("TOK008", "special-token-id-unknown", Severity.ERROR, fix=FixAvailability.NONE, aliases=OLD_CODE)
 def special_token_id_unknown(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """A bos/eos/pad/decoder-start id in config.json or generation_config.json names no token of the tokenizer.
@@ -125,7 +116,7 @@ def special_token_id_unknown(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Fix: none automatic; use the ids the tokenizer gives its special tokens.
     """
-    if not _has_base_vocabulary(repo):
+    if not has_whole_vocabulary(repo):
         return  # only added tokens are at hand (no tokenizer.json, vocab.json or GGUF): the base ids cannot be judged
     id_to_token = repo.id_to_token
     vocab_size = (repo.config or {}).get("vocab_size")
