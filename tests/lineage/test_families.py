@@ -195,9 +195,16 @@ def test_tinyllama_chat_markers_are_tinyllamas_design(community):
                for f in unknown)
 
 
-def test_r1_distill_tool_markers_are_the_distills_design(community):
-    report, _ = check_json(community("prchigoyal01__Reasoning-Bias__BiasGuard_sft_model"))
-    unknown = by_rule(report, "template-unknown-token")
+def test_r1_distill_tool_markers_are_the_distills_design(community, tmp_path):
+    # The stored copy leaves out its 7 MB tokenizer.json, so its added tokens alone are at hand: no marker can be
+    # called unknown. Given the base vocabulary it was built on (Qwen2.5's vocab.json and merges.txt, byte for byte
+    # those of another Qwen2.5 folder of the corpus), the distill's tool markers are its design: info.
+    folder = tmp_path / "r1-distill-adapter"
+    shutil.copytree(community("prchigoyal01__Reasoning-Bias__BiasGuard_sft_model"), folder)
+    assert by_rule(check_json(folder)[0], "template-unknown-token") == []
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(community("Bwin-AI__LiverGPT") / name, folder / name)
+    unknown = by_rule(check_json(folder)[0], "template-unknown-token")
     assert unknown and all(f["severity"] == "info" and "DeepSeek-R1-Distill" in f["severity_reason"] for f in unknown)
 
 
