@@ -78,23 +78,12 @@ def llm2vec(repo: "ModelRepo") -> bool:
 
 def encoder_only(repo: "ModelRepo") -> bool:
     """A model that encodes and never generates, as its PEFT adapter_config.json's task_type, its config.json's
-    architectures or model_type, or its sentence-transformers files say."""
-    if str((repo.adapter_config or {}).get("task_type", "")).upper() in ENCODER_TASK_TYPES:
-        return True
-    if sentence_transformers(repo) or llm2vec(repo):
-        return True
-    config = repo.config or {}
-    architectures = config.get("architectures")
-    if (isinstance(architectures, list) and bool(architectures)
-            and all(isinstance(a, str) and a.endswith(ENCODER_HEADS) for a in architectures)):
-        return True
-    return config.get("model_type") in ENCODER_ONLY_TYPES and not config.get("is_encoder_decoder")
+    architectures or model_type, or its sentence-transformers or LLM2Vec files say."""
+    return generates_nothing_because(repo) is not None
 
 
 def generates_nothing_because(repo: "ModelRepo") -> str | None:
     """Why the model never generates text (None: it may). The reason names the declaration."""
-    if not encoder_only(repo):
-        return None
     task = str((repo.adapter_config or {}).get("task_type", "")).upper()
     if task in ENCODER_TASK_TYPES:
         return f"the adapter's task_type is {task}: the model encodes and generates no text"
@@ -102,8 +91,11 @@ def generates_nothing_because(repo: "ModelRepo") -> str | None:
         return "a sentence-transformers model (modules.json, config_sentence_transformers.json): it embeds text"
     if llm2vec(repo):
         return "an LLM2Vec model (llm2vec_config.json, or an adapter of llm2vec's bidirectional model): it embeds text"
-    architectures = (repo.config or {}).get("architectures")
+    config = repo.config or {}
+    architectures = config.get("architectures")
     if isinstance(architectures, list) and architectures and all(
             isinstance(a, str) and a.endswith(ENCODER_HEADS) for a in architectures):
         return f"config.json's architectures ({', '.join(architectures[:2])}) have a head that generates no text"
-    return f"model_type {(repo.config or {}).get('model_type')!r} is an encoder: it generates no text"
+    if config.get("model_type") in ENCODER_ONLY_TYPES and not config.get("is_encoder_decoder"):
+        return f"model_type {config.get('model_type')!r} is an encoder: it generates no text"
+    return None

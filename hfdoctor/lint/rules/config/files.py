@@ -96,8 +96,11 @@ def _adapter_beside_foreign_backbone(repo: ModelRepo) -> bool:
     checkpoint dinov3_vits16_pretrain_lvd.pth beside a LoRA of it): that library's own code builds
     the backbone, and no config.json is read."""
     others = [rel for rel in repo.weight_files if not repo.is_adapter_file(rel)]
-    return repo.exists("adapter_config.json") and not any(
-        rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS) for rel in others)
+    return repo.exists("adapter_config.json") and not any(map(_transformers_weight, others))
+
+
+def _transformers_weight(rel: str) -> bool:
+    return rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS)
 
 
 def _own_model_config(repo: ModelRepo, config: dict) -> bool:
@@ -105,7 +108,7 @@ def _own_model_config(repo: ModelRepo, config: dict) -> bool:
     architectures, transformers_version or _name_or_path, and no transformers weight file in the folder."""
     if any(k in config for k in ("model_type", "architectures", "transformers_version", "_name_or_path", "auto_map")):
         return False
-    return not any(rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS) for rel in repo.files)
+    return not any(map(_transformers_weight, repo.files))
 
 
 def _positive_int(value: object) -> bool:

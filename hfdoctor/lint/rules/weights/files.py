@@ -348,8 +348,9 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
     config = repo.config or {}
     vocab_size = registry.config_value(config, "vocab_size")
-    if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) and max_id >= vocab_size + _additional_rows(config):
-        rows = vocab_size + _additional_rows(config)
+    rows = vocab_size + _additional_rows(config) if isinstance(vocab_size, int) and not isinstance(vocab_size, bool) \
+        else None
+    if rows is not None and max_id >= rows:
         beyond = sum(1 for i in vocab.values() if i >= rows)
         pointer = "/vocab_size" if "vocab_size" in config else "/text_config/vocab_size"
         more = f" (and {rows - vocab_size} additional rows)" if rows > vocab_size else ""
