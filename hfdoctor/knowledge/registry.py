@@ -106,6 +106,10 @@ class Variant:
     # The decoding defaults its upstream generation_config.json ships ({"do_sample": true,
     # "temperature": 0.6, ...}, and "source": the file they come from), when recorded.
     sampling: dict[str, Any] = field(default_factory=dict)
+    # The pad token this variant's own upstream tokenizer sets when it is the end-of-turn token and
+    # the family's other releases do not (TinyLlama-Chat pads with '</s>'; Llama-2-chat sets none):
+    # (token, repo it was read from).
+    upstream_pad_token: tuple[str, str] | None = None
 
     def owns_repo_id(self, repo_id: str) -> bool:
         return any(re.search(p, repo_id, re.IGNORECASE) for p in self.repo_patterns)
@@ -198,6 +202,10 @@ class Family:
     def owns_repo_id(self, repo_id: str) -> bool:
         return any(v.owns_repo_id(repo_id) for v in self.variants)
 
+    def pad_by_design(self, variant: Variant | None) -> tuple[str, str] | None:
+        """The end-of-turn pad upstream ships: the variant's own when it records one, else the family's."""
+        return (variant.upstream_pad_token if variant is not None else None) or self.upstream_pad_token
+
     def variant_of_repo_id(self, repo_id: str) -> Variant | None:
         return next((v for v in self.variants if v.owns_repo_id(repo_id)), None)
 
@@ -264,7 +272,13 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
         later_revisions=frozenset(r["sha256"] for r in data.get("template_revisions", ())
                                   if isinstance(r, dict) and r.get("later")),
         sampling=dict(data.get("sampling", {})),
+        upstream_pad_token=_upstream_pad_token(data),
     )
+
+
+def _upstream_pad_token(data: dict[str, Any]) -> tuple[str, str] | None:
+    entry = data.get("upstream_pad_token")
+    return (entry["token"], entry["repo"]) if entry else None
 
 
 def _upstream_generation_eos(data: dict[str, Any] | None) -> tuple[tuple[int, ...], str] | None:
@@ -287,8 +301,7 @@ def _family(data: dict[str, Any]) -> Family:
         variants=variants,
         primary_for=tuple(data.get("primary_for", ())),
         stop_tokens=tuple(data.get("stop_tokens", ())),
-        upstream_pad_token=((data["upstream_pad_token"]["token"], data["upstream_pad_token"]["repo"])
-                            if "upstream_pad_token" in data else None),
+        upstream_pad_token=_upstream_pad_token(data),
         upstream_generation_eos=_upstream_generation_eos(data.get("upstream_generation_eos")),
         text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
         remote_code_repo=data.get("remote_code_repo"),

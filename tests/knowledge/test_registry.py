@@ -171,14 +171,21 @@ def test_recorded_sampling_is_upstreams_generation_config(pair):
     assert recorded == {k: upstream[k] for k in ("do_sample", "temperature", "top_p", "top_k") if upstream.get(k) is not None}
 
 
-@pytest.mark.parametrize("fam", [f for f in registry.families() if f.upstream_pad_token], ids=lambda f: f.key)
-def test_recorded_upstream_pad_token_is_upstreams(fam, tmp_path):
-    """pad-token-is-eos calls a pad token the family's design only as upstream's own tokenizer sets it (read
-    from ../shared/upstream, or from the community copy the registry names when that folder is not there)."""
-    token, repo_id = fam.upstream_pad_token
+PADS_BY_DESIGN = [(f, None) for f in registry.families() if f.upstream_pad_token] + [
+    (f, v) for f in registry.families() for v in f.variants if v.upstream_pad_token]
+
+
+@pytest.mark.parametrize("fam,variant", PADS_BY_DESIGN, ids=lambda x: x.key if x else "")
+def test_recorded_upstream_pad_token_is_upstreams(fam, variant, tmp_path):
+    """pad-token-is-eos calls a pad token the family's (or a release's) design only as upstream's own tokenizer
+    sets it (read from ../shared/upstream, or from the community copy the registry names when that folder is not
+    there)."""
+    token, repo_id = (variant or fam).upstream_pad_token
     folder = UPSTREAM / repo_id.replace("/", "--")
     if not folder.is_dir():
         raw = next(f for f in json.loads(registry.data_file("families.json").read_text())["families"] if f["key"] == fam.key)
+        if variant is not None:
+            raw = next(v for v in raw["variants"] if v["key"] == variant.key)
         sys.path.insert(0, str(ROOT / "tests" / "corpus"))
         import community_load
 
