@@ -82,6 +82,15 @@ class AdapterBase:
                 "them into the Hugging Face cache")
 
 
+def config_is_the_bases(repo: ModelRepo) -> bool:
+    """config.json sits in a PEFT adapter's folder (no weights but the adapter's) whose adapter_config.json names
+    the base, as Unsloth and some trainers save the base's config there: AutoPeftModel, PEFT and vLLM load that
+    base, with its own config.json and generation_config.json, never this one."""
+    base = (repo.adapter_config or {}).get("base_model_name_or_path")
+    return repo.config is not None and repo.is_adapter and "peft_type" in (repo.adapter_config or {}) \
+        and isinstance(base, str) and bool(base.strip())
+
+
 @fact
 def adapter_base(repo: ModelRepo) -> AdapterBase | None:
     """The base model of an adapter repository (None when the repository is no adapter)."""
