@@ -160,10 +160,15 @@ class Family:
     # design, which pad-token-is-eos reports as info.
     upstream_pad_token: tuple[str, str] | None = None
     # The eos ids the family's own generation_config.json stops on when they disagree with its
-    # config.json (Falcon-RW: 2, from its RefinedWeb config, while config.json says 50256): (ids, repo).
+    # config.json or its tokenizer (Falcon-RW: 2, from its RefinedWeb config, while config.json says
+    # 50256; ruDialoGPT: 50256, while its tokenizer's eos is the added 50261): (ids, repo).
     # A fine-tune that saved that file unchanged inherits upstream's disagreement, which
     # special-token-ids-mismatch reports as info.
     upstream_generation_eos: tuple[tuple[int, ...], str] | None = None
+    # Added tokens the family's own tokenizer places at or past its embedding rows, token -> id, and the
+    # repo (ruDialoGPT's '<|endoftext|>' at 50261 with vocab_size 50261): a fine-tune that saved that
+    # tokenizer unchanged inherits them, which embedding-vocab-mismatch reports as upstream's design.
+    tokens_past_rows: tuple[dict[str, int], str] | None = None
     # Markers the family's own upstream template writes as plain text (not tokens of its
     # vocabulary): marker -> the upstream repo whose template writes it (TinyLlama-Chat's
     # `<|user|>`); template-unknown-token reports them as the family's design.
@@ -303,6 +308,8 @@ def _family(data: dict[str, Any]) -> Family:
         stop_tokens=tuple(data.get("stop_tokens", ())),
         upstream_pad_token=_upstream_pad_token(data),
         upstream_generation_eos=_upstream_generation_eos(data.get("upstream_generation_eos")),
+        tokens_past_rows=((dict(data["tokens_past_rows"]["tokens"]), data["tokens_past_rows"]["repo"])
+                          if "tokens_past_rows" in data else None),
         text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
         remote_code_repo=data.get("remote_code_repo"),
         bos_token=data.get("bos_token"),
