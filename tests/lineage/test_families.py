@@ -293,13 +293,16 @@ def test_card_usage_reader_takes_any_card(tmp_path, body, prompt):
     assert found is None or isinstance(found, str)
 
 
-@pytest.mark.parametrize("slug", ["Dheena731__tinyLlama-finetune", "AliAbdien__Fine-Tuning-LLaMA-2-7B-",
-                                  "syGOAT__Mistral-v0.2-Translator-bf16"])
-def test_chat_fine_tunes_padding_with_their_end_of_turn_still_warned(community, slug):
+@pytest.mark.parametrize("slug, severity", [
+    ("AliAbdien__Fine-Tuning-LLaMA-2-7B-", "warning"), ("syGOAT__Mistral-v0.2-Translator-bf16", "warning"),
+    # TinyLlama-1.1B-Chat-v1.0's own tokenizer pads with </s>: a LoRA that kept it carries the release's design.
+    ("Dheena731__tinyLlama-finetune", "info")])
+def test_chat_fine_tunes_padding_with_their_end_of_turn_still_warned(community, slug, severity):
     """</s> alone is no chat evidence; the chat release a checkpoint ships the template of, or was
-    trained from, is: pad </s> masks every end of turn of these chat fine-tunes."""
+    trained from, is: pad </s> masks every end of turn of these chat fine-tunes (a warning, unless the
+    release itself pads so)."""
     assert lineage.chat_evidence(ModelRepo(community(slug)))
-    assert [f["severity"] for f in by_rule(check_json(community(slug))[0], "pad-token-is-eos")] == ["warning"]
+    assert [f["severity"] for f in by_rule(check_json(community(slug))[0], "pad-token-is-eos")] == [severity]
 
 
 def test_a_base_model_adapter_is_no_chat_model(community):
