@@ -159,6 +159,10 @@ class Family:
     # token (SmolLM3, DeepSeek-R1): (token, repo it was read from). That is upstream's
     # design, which pad-token-is-eos reports as info.
     upstream_pad_token: tuple[str, str] | None = None
+    # The id of that pad token in the releases that set it, when other releases of the family
+    # put the same token elsewhere and pad with another (Granite 3.x: <|end_of_text|> is 0;
+    # Granite 4.0's is 100257 and pads with <|pad|>).
+    upstream_pad_id: int | None = None
     # The eos ids the family's own generation_config.json stops on when they disagree with its
     # config.json or its tokenizer (Falcon-RW: 2, from its RefinedWeb config, while config.json says
     # 50256; ruDialoGPT: 50256, while its tokenizer's eos is the added 50261): (ids, repo).
@@ -207,9 +211,14 @@ class Family:
     def owns_repo_id(self, repo_id: str) -> bool:
         return any(v.owns_repo_id(repo_id) for v in self.variants)
 
-    def pad_by_design(self, variant: Variant | None) -> tuple[str, str] | None:
-        """The end-of-turn pad upstream ships: the variant's own when it records one, else the family's."""
-        return (variant.upstream_pad_token if variant is not None else None) or self.upstream_pad_token
+    def pad_by_design(self, variant: Variant | None, token_id: int | None = None) -> tuple[str, str] | None:
+        """The end-of-turn pad upstream ships: the variant's own when it records one, else the family's
+        (when the family records the pad's id, only for a checkpoint whose pad has that id)."""
+        if variant is not None and variant.upstream_pad_token:
+            return variant.upstream_pad_token
+        if self.upstream_pad_id is not None and token_id != self.upstream_pad_id:
+            return None
+        return self.upstream_pad_token
 
     def variant_of_repo_id(self, repo_id: str) -> Variant | None:
         return next((v for v in self.variants if v.owns_repo_id(repo_id)), None)
@@ -307,6 +316,7 @@ def _family(data: dict[str, Any]) -> Family:
         primary_for=tuple(data.get("primary_for", ())),
         stop_tokens=tuple(data.get("stop_tokens", ())),
         upstream_pad_token=_upstream_pad_token(data),
+        upstream_pad_id=(data.get("upstream_pad_token") or {}).get("id"),
         upstream_generation_eos=_upstream_generation_eos(data.get("upstream_generation_eos")),
         tokens_past_rows=((dict(data["tokens_past_rows"]["tokens"]), data["tokens_past_rows"]["repo"])
                           if "tokens_past_rows" in data else None),

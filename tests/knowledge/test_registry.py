@@ -195,6 +195,8 @@ def test_recorded_upstream_pad_token_is_upstreams(fam, variant, tmp_path):
     assert (pad["content"] if isinstance(pad, dict) else pad) == token
     assert token in fam.end_of_turn or token == (config["eos_token"]["content"] if isinstance(config["eos_token"], dict)
                                                  else config["eos_token"])
+    if variant is None and fam.upstream_pad_id is not None:  # the id the pad is design at is upstream's id of it
+        assert config["added_tokens_decoder"][str(fam.upstream_pad_id)]["content"] == token
 
 
 @pytest.mark.parametrize("fam", [f for f in registry.families() if f.pretrained_stop], ids=lambda f: f.key)

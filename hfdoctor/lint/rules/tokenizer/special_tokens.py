@@ -84,7 +84,8 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     `<|endoftext|>` document separator that ChatML families pad with.
 
     Severity: info when the family's (or the release's) own upstream tokenizer pads with its
-    end-of-turn token (SmolLM3, DeepSeek-R1, TinyLlama-Chat's '</s>'): that is the family's design, and its fine-tuning
+    end-of-turn token (SmolLM3, DeepSeek-R1, TinyLlama-Chat's '</s>', Granite 3.x's '<|end_of_text|>' at id 0,
+    not Granite 4.0's, which pads with '<|pad|>'): that is the family's design, and its fine-tuning
     recipes set their own pad token. Never when the repository's own config.json or
     generation_config.json names another pad id (a contradiction inside one repository),
     nor when the upstream named is the repository itself. Info, too, for a model that
@@ -107,7 +108,7 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     candidate, safe = _pad_candidate(repo, stop_token)
     fix = _pad_fix(repo, candidate, safe) if candidate else None
     # The release's own pad: a variant's (TinyLlama-Chat's '</s>', where Llama-2-chat sets none) or the family's.
-    upstream = fam.pad_by_design(lineage.variant_ref) if fam is not None and lineage.certain else None
+    upstream = fam.pad_by_design(lineage.variant_ref, repo.token_id(pad)) if fam is not None and lineage.certain else None
     release = lineage.variant_ref.display if lineage.variant_ref and lineage.variant_ref.upstream_pad_token else \
         fam.display if fam else ""
     # A config.json or generation_config.json naming another pad id contradicts the tokenizer
