@@ -59,7 +59,8 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       auto_mapping, the base's config.json at hand, the registry or the adapter's own
       tokenizer and template) first appears in transformers 5 (qwen3_5,
       openai_privacy_filter), every consumer of it runs 5 (info, saying why); when the
-      base is known only by its name, hfdoctor cannot verify it (info).
+      base is known only by its name, its type is not guessed: the warning stays and says
+      that hfdoctor cannot verify whether a 4.x release can load the base.
     - the chat template only in chat_template.jinja: TGI, transformers < 4.48 and the
       Open LLM Leaderboard read only tokenizer_config.json's `chat_template` (warning when
       the card names TGI or the leaderboard, info otherwise). Unsafe fix: write the same
