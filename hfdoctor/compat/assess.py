@@ -14,12 +14,10 @@ from typing import Any, Callable, Iterator
 
 from hfdoctor import lineage
 from hfdoctor.compat import knowledge as kb
+from hfdoctor.compat.model_support import loads_on_4x_at_all
 from hfdoctor.compat.portability import template_portability
 from hfdoctor.compat.targets import declared_transformers_4, targeted_engines
-from hfdoctor.knowledge import registry
-from hfdoctor.lineage.adapter_base import adapter_base
 from hfdoctor.repo import ModelRepo
-from hfdoctor.bounded import patterns
 from hfdoctor.bounded.tokenizing import TokenizerFailed
 from hfdoctor.findings import Severity
 from hfdoctor.weights.compare import compare
@@ -116,7 +114,7 @@ def v5_tokenizer_class(repo: ModelRepo) -> Iterator[Problem]:
     cls = (repo.tokenizer_config or {}).get("tokenizer_class")
     if cls not in kb.V5_ONLY_TOKENIZER_CLASSES:
         return
-    loads_on_4x, source = _loads_on_4x(repo)
+    loads_on_4x, source = loads_on_4x_at_all(repo)
     why = (f"tokenizer_config.json names tokenizer_class {cls!r}, which only transformers 5 defines: AutoTokenizer "
            f"raises on every 4.x release, and so do llama.cpp's convert_hf_to_gguf (it runs on 4.x), mlx-lm and "
            f"GPTQModel installed beside 4.x (unsloth #8448, transformers #47553)")
@@ -136,55 +134,6 @@ def v5_tokenizer_class(repo: ModelRepo) -> Iterator[Problem]:
         "consumer-incompatible",
         {**_on_4x_stacks("fails"), "llama.cpp": "fails", "mlx-lm": "caveat"}, why,
         file="tokenizer_config.json", pointer="/tokenizer_class", data=data)
-
-
-# transformers' module of a model type, as PEFT writes it in adapter_config.json's auto_mapping.
-_TRANSFORMERS_MODULE = patterns.compile(r"^transformers\.models\.([a-z0-9_]+)\.modeling_([a-z0-9_]+)$")
-
-
-def _first_in_5x(model_type: str) -> bool:
-    since = kb.transformers_since(model_type)
-    return since is not None and kb.version_key(since) > kb.version_key(kb.latest_4x())
-
-
-def _family_loads_on_4x(family: registry.Family) -> bool | None:
-    """Whether 4.x can load a family's models: None when its model types disagree (or it has none)."""
-    first_in_5x = {_first_in_5x(t) for t in family.model_types}
-    return not first_in_5x.pop() if len(first_in_5x) == 1 else None
-
-
-def _loads_on_4x(repo: ModelRepo) -> tuple[bool | None, str]:
-    """Whether a transformers 4.x release can load the model at all: False when its model_type first
-    appears in 5.x, None when the type cannot be known (an adapter's base known only by its name);
-    with where the type was read (or why it cannot be verified). A model_type no release knows is
-    remote code, which 4.x runs: True."""
-    if not repo.is_adapter:
-        config = repo.config or {}
-        model_type = registry.config_value(config, "model_type") if config else None
-        if not isinstance(model_type, str) or "auto_map" in config:
-            return True, ""
-        return not _first_in_5x(model_type), f"config.json's model_type {model_type!r}"
-    mapping = (repo.adapter_config or {}).get("auto_mapping")
-    library = mapping.get("parent_library") if isinstance(mapping, dict) else None
-    found = _TRANSFORMERS_MODULE.match(library) if isinstance(library, str) else None
-    if found and found.group(1) == found.group(2) and kb.transformers_since(found.group(1)) is not None:
-        return not _first_in_5x(found.group(1)), f"the base's model_type {found.group(1)!r} (adapter_config.json's auto_mapping)"
-    base = adapter_base(repo)
-    if base is not None and base.model_type is not None:
-        return not _first_in_5x(base.model_type), f"the base's model_type {base.model_type!r} ({base.model_type_source})"
-    if base is not None and base.family is not None:
-        answer = _family_loads_on_4x(base.family)
-        if answer is not None:
-            return answer, f"the base {base.label} is a {base.family.display} release (hfdoctor's registry)"
-    found_lineage = lineage.detect(repo)
-    if found_lineage.certain and found_lineage.family_ref is not None:
-        answer = _family_loads_on_4x(found_lineage.family_ref)
-        if answer is not None:
-            return answer, (f"the adapter's {' and '.join(found_lineage.evidence)} "
-                            f"{'are' if len(found_lineage.evidence) > 1 else 'is'} {found_lineage.family_ref.display}'s")
-    if base is None:
-        return None, "adapter_config.json names no base model"
-    return None, base.cannot_verify("which model_type the base is")
 
 
 def model_type_support(repo: ModelRepo) -> Iterator[Problem]:

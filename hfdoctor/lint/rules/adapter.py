@@ -46,9 +46,10 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       has no name to record for it (info);
     - no adapter weights (or only the parts of one split to pass an upload limit,
       `adapter_model.safetensors.partaa`/`.partab`: PEFT cannot read them until they are
-      joined with `cat adapter_model.safetensors.part* > adapter_model.safetensors`), LoRA A/B ranks that differ from r/rank_pattern or from each
-      other (PEFT's load fails with a size mismatch: error), target_modules that no saved
-      weight matches (the base has no such module, warning), and saved LoRA weights for
+      joined with `cat adapter_model.safetensors.part* > adapter_model.safetensors`), LoRA
+      A/B ranks that differ from r/rank_pattern or from each other (PEFT's load fails with
+      a size mismatch: error), target_modules that no saved weight matches (the base has no
+      such module, warning), and saved LoRA weights for
       modules target_modules does not name (PEFT ignores them, warning);
     - shapes that do not fit the base when hfdoctor knows its release (hidden size, layer
       count): error;

@@ -62,7 +62,8 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     gguf_only = all(f.endswith(".gguf") for f in repo.weight_files)  # a GGUF carries its own config
     if repo.config is None and "config.json" not in repo.problems and repo.weight_files and not repo.is_adapter \
             and not gguf_only and not _adapter_beside_foreign_backbone(repo):
-        renamed = next((rel for rel in repo.files if "/" not in rel and browser_duplicate_of(rel) == "config.json"), None)
+        renamed = next((rel for rel in repo.files if "/" not in rel and browser_duplicate_of(rel) == "config.json"),
+                       None)
         advice = (f"{renamed} is probably it, saved under a browser-duplicate name: rename it to config.json"
                   if renamed else "Copy config.json from the model the weights were trained from")
         yield self.finding(
