@@ -74,6 +74,9 @@ class FacetKind(enum.Enum):
     CHAT_ONLY = "chat-only"  # matters only when the checkpoint is used as a chat model
     GENERATION = "generation"  # matters only when the model generates text (how generation stops)
     AVOIDABLE = "avoidable"  # detail: how: the usual way of loading does not meet it
+    # How a template renders a conversation (a prefix that breaks, a header it always appends): a
+    # release may do so by design, which only its upstream template can tell.
+    TEMPLATE_BEHAVIOUR = "template-behaviour"
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,14 @@ def test_the_bar_holds(rows):
 def test_no_rule_under_the_precision_floor_stays_loud(rows):
     """The per-rule precision report (`python tests/corpus/community_bar.py`'s precision column): every rule's
     warnings and errors on the corpus are at least PRECISION_FLOOR (80%) judged true, snapshot-only aside. A rule
-    whose loud findings are mostly by design or false must say them at info."""
+    whose loud findings are mostly by design or false must say them at info. A rule a blind held-out set has
+    just put under the floor, not fixed yet, is listed in the judgments file's under_floor (reported, like
+    still_false); the listing is strict: once the rule is back over the floor it must come off the list."""
     under = {rule: f"{t} of {n} true" for rule, (t, n) in community_bar.rule_precision(rows).items()
              if n and t / n < community_bar.PRECISION_FLOOR}
-    assert under == {}
+    known = set(JUDGED.get("under_floor", {}))
+    assert {rule: share for rule, share in under.items() if rule not in known} == {}
+    assert known <= set(under), f"back over the floor: take {sorted(known - set(under))} off under_floor"
 
 
 def test_the_held_out_bar_holds(rows):
@@ -96,13 +100,13 @@ def test_every_pin_names_a_judgment_of_its_verdict():
 
 
 def test_the_corpus_is_stored_once_and_small():
-    """Each file's bytes are kept once (blob named by its sha256), the store stays under 72 MB, no
+    """Each file's bytes are kept once (blob named by its sha256), the store stays under 80 MB, no
     file of 4 MiB or more, and MANIFEST.tsv has one row per stored file. The limit grows with the
     held-out sets: each blind set's folders stay in the corpus (the fixes they led to are pinned on
-    them), so the store grows by a few MB per set; 72 MB leaves room for the eighth to the thirteenth."""
+    them), so the store grows by a few MB per set; 80 MB leaves room for the fourteenth and later."""
     blobs = sorted(community_load.BLOBS.glob("*.xz"))
     assert sum(b.stat().st_size for b in blobs) + sum(
-        p.stat().st_size for p in community_load.COMMUNITY.glob("*/folder.json")) < 72_000_000
+        p.stat().st_size for p in community_load.COMMUNITY.glob("*/folder.json")) < 80_000_000
     referenced = set()
     rows = 0
     for slug in community_load.slugs():

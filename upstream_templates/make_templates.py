@@ -65,6 +65,7 @@ REVISIONS = {
     "796853172235ab3aaa4810013ddfe2eab481bda3306dad4f700c00d436eed596":
         "mistral.spm.mistral-7b-instruct-v0.2-system.jinja",
     "9524df67b77a7b25a2dfee898f75b316a157eb9d855b51e32aeac79d7c8a83ce": "granite.granite-4.0-h-1b.jinja",
+    "08962c2f15d56767854b46dfc4070b37f4c443551833bba65b417191735f3187": "granite.granite-3.1-1b-a400m-instruct.jinja",
 }
 # Revisions no maker's folder here holds: the copy a fine-tune saved (slug, file, where it came from).
 REVISION_COPIES = {
@@ -79,6 +80,10 @@ REVISION_COPIES = {
     "9524df67b77a7b25a2dfee898f75b316a157eb9d855b51e32aeac79d7c8a83ce": (
         "worldteacher-global__LLM-World__sm_artifacts", "chat_template.jinja",
         "worldteacher-global/LLM-World@7aeb4e9051f0f6ebcae509b46f6dbf8fe4086bae:sm_artifacts"),
+    # A git mirror of IBM's ibm-granite/granite-3.1-1b-a400m-instruct (IBM's commits, card and files).
+    "08962c2f15d56767854b46dfc4070b37f4c443551833bba65b417191735f3187": (
+        "jeremieconte__granite-3.1-1b-a400m-instruct", "tokenizer_config.json",
+        "jeremieconte/granite-3.1-1b-a400m-instruct@8290d32ffc403c6d628249af989beb7800c70d77"),
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 from hfdoctor import lineage
 from hfdoctor.compat import knowledge as kb
+from hfdoctor.compat.model_support import loads_on_4x_at_all
 from hfdoctor.compat.portability import template_portability
 from hfdoctor.compat.targets import declared_transformers_4, targeted_engines
 from hfdoctor.repo import ModelRepo
@@ -102,16 +103,37 @@ def _known_to_4x(model_type: object) -> bool:
 
 
 def v5_tokenizer_class(repo: ModelRepo) -> Iterator[Problem]:
+    """tokenizer_class TokenizersBackend, which only transformers 5 defines: every 4.x AutoTokenizer raises.
+
+    That breaks only where 4.x could load the model at all: when the model's type (config.json's,
+    or an adapter's base's) first appears in transformers 5, every consumer that loads it runs 5,
+    which reads the class (info, saying why). When an adapter's base type is known only from its
+    name, hfdoctor does not guess it: the warning stays (most bases exist in 4.x) and says what
+    it cannot verify.
+    """
     cls = (repo.tokenizer_config or {}).get("tokenizer_class")
     if cls not in kb.V5_ONLY_TOKENIZER_CLASSES:
         return
+    loads_on_4x, source = loads_on_4x_at_all(repo)
+    why = (f"tokenizer_config.json names tokenizer_class {cls!r}, which only transformers 5 defines: AutoTokenizer "
+           f"raises on every 4.x release, and so do llama.cpp's convert_hf_to_gguf (it runs on 4.x), mlx-lm and "
+           f"GPTQModel installed beside 4.x (unsloth #8448, transformers #47553)")
+    data = {"has_tokenizer_json": repo.tokenizer_json is not None}
+    if loads_on_4x is False:
+        yield Problem("consumer-incompatible", _on_4x_stacks("fails"),
+                      f"{why}; no 4.x release can load this model anyway ({source} first appears in transformers 5), "
+                      f"so every consumer that loads it reads the class",
+                      severity=Severity.INFO, file="tokenizer_config.json", pointer="/tokenizer_class",
+                      severity_reason=f"{source} exists in no transformers 4.x release")
+        return
+    if loads_on_4x is None:
+        # Most bases exist in 4.x, where the failure is real: still a warning, with what is not known.
+        why += (f". This does not apply if the base's model type first appears in transformers 5 (then only 5 "
+                f"loads it), which hfdoctor cannot tell here: {source}")
     yield Problem(
         "consumer-incompatible",
-        {**_on_4x_stacks("fails"), "llama.cpp": "fails", "mlx-lm": "caveat"},
-        f"tokenizer_config.json names tokenizer_class {cls!r}, which only transformers 5 defines: AutoTokenizer "
-        f"raises on every 4.x release, and so do llama.cpp's convert_hf_to_gguf (it runs on 4.x), mlx-lm and "
-        f"GPTQModel installed beside 4.x (unsloth #8448, transformers #47553)",
-        file="tokenizer_config.json", pointer="/tokenizer_class", data={"has_tokenizer_json": repo.tokenizer_json is not None})
+        {**_on_4x_stacks("fails"), "llama.cpp": "fails", "mlx-lm": "caveat"}, why,
+        file="tokenizer_config.json", pointer="/tokenizer_class", data=data)
 
 
 def model_type_support(repo: ModelRepo) -> Iterator[Problem]:

@@ -106,6 +106,10 @@ class Variant:
     # The decoding defaults its upstream generation_config.json ships ({"do_sample": true,
     # "temperature": 0.6, ...}, and "source": the file they come from), when recorded.
     sampling: dict[str, Any] = field(default_factory=dict)
+    # The pad token this variant's own upstream tokenizer sets when it is the end-of-turn token and
+    # the family's other releases do not (TinyLlama-Chat pads with '</s>'; Llama-2-chat sets none):
+    # (token, repo it was read from).
+    upstream_pad_token: tuple[str, str] | None = None
 
     def owns_repo_id(self, repo_id: str) -> bool:
         return any(re.search(p, repo_id, re.IGNORECASE) for p in self.repo_patterns)
@@ -155,11 +159,20 @@ class Family:
     # token (SmolLM3, DeepSeek-R1): (token, repo it was read from). That is upstream's
     # design, which pad-token-is-eos reports as info.
     upstream_pad_token: tuple[str, str] | None = None
+    # The id of that pad token in the releases that set it, when other releases of the family
+    # put the same token elsewhere and pad with another (Granite 3.x: <|end_of_text|> is 0;
+    # Granite 4.0's is 100257 and pads with <|pad|>).
+    upstream_pad_id: int | None = None
     # The eos ids the family's own generation_config.json stops on when they disagree with its
-    # config.json (Falcon-RW: 2, from its RefinedWeb config, while config.json says 50256): (ids, repo).
+    # config.json or its tokenizer (Falcon-RW: 2, from its RefinedWeb config, while config.json says
+    # 50256; ruDialoGPT: 50256, while its tokenizer's eos is the added 50261): (ids, repo).
     # A fine-tune that saved that file unchanged inherits upstream's disagreement, which
     # special-token-ids-mismatch reports as info.
     upstream_generation_eos: tuple[tuple[int, ...], str] | None = None
+    # Added tokens the family's own tokenizer places at or past its embedding rows, token -> id, and the
+    # repo (ruDialoGPT's '<|endoftext|>' at 50261 with vocab_size 50261): a fine-tune that saved that
+    # tokenizer unchanged inherits them, which embedding-vocab-mismatch reports as upstream's design.
+    tokens_past_rows: tuple[dict[str, int], str] | None = None
     # Markers the family's own upstream template writes as plain text (not tokens of its
     # vocabulary): marker -> the upstream repo whose template writes it (TinyLlama-Chat's
     # `<|user|>`); template-unknown-token reports them as the family's design.
@@ -197,6 +210,15 @@ class Family:
 
     def owns_repo_id(self, repo_id: str) -> bool:
         return any(v.owns_repo_id(repo_id) for v in self.variants)
+
+    def pad_by_design(self, variant: Variant | None, token_id: int | None = None) -> tuple[str, str] | None:
+        """The end-of-turn pad upstream ships: the variant's own when it records one, else the family's
+        (when the family records the pad's id, only for a checkpoint whose pad has that id)."""
+        if variant is not None and variant.upstream_pad_token:
+            return variant.upstream_pad_token
+        if self.upstream_pad_id is not None and token_id != self.upstream_pad_id:
+            return None
+        return self.upstream_pad_token
 
     def variant_of_repo_id(self, repo_id: str) -> Variant | None:
         return next((v for v in self.variants if v.owns_repo_id(repo_id)), None)
@@ -264,7 +286,13 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
         later_revisions=frozenset(r["sha256"] for r in data.get("template_revisions", ())
                                   if isinstance(r, dict) and r.get("later")),
         sampling=dict(data.get("sampling", {})),
+        upstream_pad_token=_upstream_pad_token(data),
     )
+
+
+def _upstream_pad_token(data: dict[str, Any]) -> tuple[str, str] | None:
+    entry = data.get("upstream_pad_token")
+    return (entry["token"], entry["repo"]) if entry else None
 
 
 def _upstream_generation_eos(data: dict[str, Any] | None) -> tuple[tuple[int, ...], str] | None:
@@ -287,9 +315,11 @@ def _family(data: dict[str, Any]) -> Family:
         variants=variants,
         primary_for=tuple(data.get("primary_for", ())),
         stop_tokens=tuple(data.get("stop_tokens", ())),
-        upstream_pad_token=((data["upstream_pad_token"]["token"], data["upstream_pad_token"]["repo"])
-                            if "upstream_pad_token" in data else None),
+        upstream_pad_token=_upstream_pad_token(data),
+        upstream_pad_id=(data.get("upstream_pad_token") or {}).get("id"),
         upstream_generation_eos=_upstream_generation_eos(data.get("upstream_generation_eos")),
+        tokens_past_rows=((dict(data["tokens_past_rows"]["tokens"]), data["tokens_past_rows"]["repo"])
+                          if "tokens_past_rows" in data else None),
         text_markers={m: entry["repo"] for entry in data.get("text_markers", ()) for m in entry["markers"]},
         remote_code_repo=data.get("remote_code_repo"),
         bos_token=data.get("bos_token"),

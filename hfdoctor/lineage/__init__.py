@@ -289,7 +289,7 @@ def chat_evidence(repo: ModelRepo, family: Family | None = None, variant: Varian
         if isinstance(widget, list) and any(isinstance(w, dict) and "messages" in w for w in widget):
             reasons.append("the model card's widget sends chat messages")
         for repo_id in card_base_models(repo):
-            if any(w in repo_id.lower() for w in ("instruct", "-it", "chat", "-r1", "qwq", "thinking")):
+            if card_usage.names_chat_release(repo_id):
                 reasons.append(f"the model card's base_model {repo_id} is a chat model")
                 break
     reasons += [r for r in (card_usage.card_chat_usage(repo), card_usage.chat_origin(repo)) if r is not None]

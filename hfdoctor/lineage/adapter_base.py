@@ -49,6 +49,8 @@ class AdapterBase:
     eos_source: str | None = None  # where eos_ids were read
     vocab_size: int | None = None  # the base's embedding rows (config.json vocab_size)
     vocab_source: str | None = None
+    model_type: str | None = None  # the base's config.json model_type, when its files were found
+    model_type_source: str | None = None
 
     @property
     def known(self) -> bool:
@@ -80,6 +82,15 @@ class AdapterBase:
         return (f"cannot verify {what} without the base model's files: pass --upstream DIR holding "
                 f"{self.repo_id.replace('/', '--')}/ (its config.json and generation_config.json), or download "
                 "them into the Hugging Face cache")
+
+
+def config_is_the_bases(repo: ModelRepo) -> bool:
+    """config.json sits in a PEFT adapter's folder (no weights but the adapter's) whose adapter_config.json names
+    the base, as Unsloth and some trainers save the base's config there: AutoPeftModel, PEFT and vLLM load that
+    base, with its own config.json and generation_config.json, never this one."""
+    base = (repo.adapter_config or {}).get("base_model_name_or_path")
+    return repo.config is not None and repo.is_adapter and "peft_type" in (repo.adapter_config or {}) \
+        and isinstance(base, str) and bool(base.strip())
 
 
 @fact
@@ -124,7 +135,7 @@ def _registry_repos_named(name: str) -> list[str]:
 
 def _describe(repo: ModelRepo, repo_id: str, named: str | None, how: str) -> AdapterBase:
     fam, variant, pretrained = _registry_release(repo_id)
-    eos_ids = eos_source = vocab_size = vocab_source = None
+    eos_ids = eos_source = vocab_size = vocab_source = model_type = model_type_source = None
     local_only = Upstream(repo.upstream.dirs, use_cache=repo.upstream.use_cache, use_hub=False)
     for ask in dict.fromkeys([repo_id, _unquantized(repo_id)]):
         gen, gen_where = _base_json(local_only, ask, "generation_config.json")
@@ -134,6 +145,9 @@ def _describe(repo: ModelRepo, repo_id: str, named: str | None, how: str) -> Ada
         elif config is not None and "eos_token_id" in config:
             eos_ids, eos_source = tuple(as_id_list(config["eos_token_id"])), config_where
         size = registry.config_value(config, "vocab_size") if config is not None else None
+        declared = registry.config_value(config, "model_type") if config is not None else None
+        if isinstance(declared, str) and declared and model_type is None:
+            model_type, model_type_source = declared, config_where
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
             vocab_size, vocab_source = size, config_where
         if eos_ids is not None or vocab_size is not None:
@@ -146,7 +160,8 @@ def _describe(repo: ModelRepo, repo_id: str, named: str | None, how: str) -> Ada
         rows = fam.vocab_rows(release)
         if rows is not None:
             vocab_size, vocab_source = rows, f"hfdoctor's registry of {fam.display} releases"
-    return AdapterBase(named, repo_id, how, fam, variant, pretrained, eos_ids, eos_source, vocab_size, vocab_source)
+    return AdapterBase(named, repo_id, how, fam, variant, pretrained, eos_ids, eos_source, vocab_size, vocab_source,
+                       model_type, model_type_source)
 
 
 def _unquantized(repo_id: str) -> str:

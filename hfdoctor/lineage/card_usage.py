@@ -102,7 +102,15 @@ def adapter_base_model(repo: ModelRepo) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-CHAT_WORDS = ("instruct", "-it", "chat", "-r1", "qwq", "thinking")
+CHAT_WORDS = ("instruct", "chat", "-r1", "qwq", "thinking")
+# Gemma's chat releases end in "-it" (gemma-2-2b-it, gemma-3-4b-it-qat): a whole part of the
+# name, never the start of a longer word (gpt2-small-italian is Italian, not instruction-tuned).
+IT_PART = patterns.compile(r"(?i)[-_.]it(?:$|[-_.])")
+
+
+def names_chat_release(name: str) -> bool:
+    """Whether a Hub id's name says it is a chat / instruct release."""
+    return any(word in name.lower() for word in CHAT_WORDS) or IT_PART.search(name) is not None
 
 
 def chat_origin(repo: ModelRepo) -> str | None:
@@ -111,7 +119,7 @@ def chat_origin(repo: ModelRepo) -> str | None:
     a chat release's own upstream template that it ships unchanged (TinyLlama-Chat,
     Llama-2-chat: </s> alone also ends plain documents, so it says nothing by itself)."""
     for name in trained_from(repo):
-        if any(word in name.lower() for word in CHAT_WORDS):
+        if names_chat_release(name):
             return f"it was trained from {name}, a chat model"
     template = repo.chat_template
     if template is None or repo.special_token("eos_token") != "</s>":

@@ -33,22 +33,32 @@ already, or without facets, is left as it is. The rows, in their order:
    divergence that only involves reasoning blocks (dropped from history, pre-filled in the
    prompt) is read as the template's design: info. Whitespace and format divergences stay
    warnings: those break models.
-6. hub-inferred: card metadata the Hub fills in from config.json: info.
-7. capability: an input shape the template does not support, which servers convert
+6. template-behaviour, and no family is known: how a template renders a conversation (its
+   turns are not prefixes of the next request, a header it always appends, a system message it
+   leaves out) is a release's own format as often as a publisher's mistake, and only the
+   family's upstream template can tell which. When no file names a family hfdoctor knows and
+   the template's format is none of theirs, there is none to compare with (a rebrand of a
+   release hfdoctor does not know: YandexGPT, Hunyuan, Gemma 4 before they were registered), so
+   it is info, saying so. A family named even weakly keeps the warning (an edited Hunyuan
+   template; a Llama 2 template on another model), as do a known family that publishes no
+   template at all and a template published without a model (a trainer's, a collection's):
+   then the template is the publisher's own.
+7. hub-inferred: card metadata the Hub fills in from config.json: info.
+8. capability: an input shape the template does not support, which servers convert
    before rendering (tool-call arguments as a JSON string): info.
-8. avoidable: the usual way of loading never meets the problem (transformers loads the
+9. avoidable: the usual way of loading never meets the problem (transformers loads the
    model natively, without the repository's remote code): info, saying how.
-9. chat-only, and the checkpoint says it is pre-trained (a base model): a chat-serving
+10. chat-only, and the checkpoint says it is pre-trained (a base model): a chat-serving
    problem of it is info.
-10. generation, and the repository declares a model that generates no text (a classifier or
+11. generation, and the repository declares a model that generates no text (a classifier or
    reward model's head, an encoder-only model type, a PEFT task type such as SEQ_CLS:
    hfdoctor.repo.head): how generation would stop or sample is not a problem of it: info,
    naming the declaration.
-11. chat-only, and the repository declares a model that generates no text: the same.
-12. upstream-design, of this repository itself: never circular. When the upstream a facet
+12. chat-only, and the repository declares a model that generates no text: the same.
+13. upstream-design, of this repository itself: never circular. When the upstream a facet
    names is the repository itself (its Hub id, or a folder named `<org>--<name>` as the
    Hugging Face cache and ../shared/upstream name them), the finding keeps its severity and
-   says so: a repository is not evidence of its own design. Last, so that rows 5-11 still
+   says so: a repository is not evidence of its own design. Last, so that rows 5-12 still
    lower such a finding for their own reasons.
 """
 
@@ -151,6 +161,18 @@ def _family_uncertain(details: list[str], context: _Context) -> str | None:
             "compare with): read as the template's design")
 
 
+def _no_upstream_to_compare(details: list[str], context: _Context) -> str | None:
+    # A family named even weakly (an edited Hunyuan template, a Llama 2 template on another model) is the
+    # yardstick: its upstream format is what the template departs from. A template published on its own (no
+    # config.json or adapter_config.json: a trainer's or a template collection's) is no release's design.
+    if context.lineage.family_ref is not None or context.lineage.by_source.get("template"):
+        return None
+    if context.repo.config is None and context.repo.adapter_config is None:
+        return None
+    return ("no file names a model family hfdoctor knows and the template's format is none of theirs, so no upstream "
+            "template can tell whether the release it comes from renders this way by design")
+
+
 def _hub_inferred(details: list[str], context: _Context) -> str:
     return "the Hub infers it from config.json when the card does not say"
 
@@ -186,6 +208,7 @@ TABLE: tuple[Row, ...] = (
     Row(FacetKind.CANONICAL, "always", Severity.INFO, _canonical),
     Row(FacetKind.UPSTREAM_DESIGN, "the upstream named is another repository", Severity.INFO, _design_of_another),
     Row(FacetKind.REASONING_ONLY, "the family is not known for certain", Severity.INFO, _family_uncertain),
+    Row(FacetKind.TEMPLATE_BEHAVIOUR, "no family is known", Severity.INFO, _no_upstream_to_compare),
     Row(FacetKind.HUB_INFERRED, "always", Severity.INFO, _hub_inferred),
     Row(FacetKind.CAPABILITY, "always", Severity.INFO, _capability),
     Row(FacetKind.AVOIDABLE, "always", Severity.INFO, _avoidable),

@@ -25,12 +25,20 @@ BROWSER_DUPLICATE = patterns.compile(r"^(?P<stem>.+?) ?\((?P<n>\d{1,3})\)(?P<ext
 
 
 def is_training_state(rel: str) -> bool:
-    """A file the Trainer saves to resume training (not weights a loader reads)."""
+    """A file the Trainer saves to resume training (not weights a loader reads), also under a
+    browser-duplicate name (`training_args (1).bin`, uploaded through a browser)."""
     parts = rel.split("/")
     name = parts[-1]
-    if name in TRAINER_STATE_NAMES or TRAINER_STATE.match(name) is not None:
+    if _trainer_state_name(name):
+        return True
+    original = browser_duplicate_of(name)
+    if original is not None and _trainer_state_name(original):
         return True
     return any(DEEPSPEED_STEP_DIR.match(p) is not None for p in parts[:-1])
+
+
+def _trainer_state_name(name: str) -> bool:
+    return name in TRAINER_STATE_NAMES or TRAINER_STATE.match(name) is not None
 
 
 def browser_duplicate_of(rel: str) -> str | None:

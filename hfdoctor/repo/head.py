@@ -9,7 +9,8 @@ or </s> to every input by design).
 The evidence is the repository's own declaration, never a guess from its name:
 - config.json's `architectures`, when every class has a head that generates nothing
   (*ForSequenceClassification, *ForTokenClassification...: a causal model with a classification
-  head, a reward model, is read as a classifier too);
+  head, a reward model, is read as a classifier too; so are remote code's *ForRewardModel and
+  *ForProcessRewardModel);
 - config.json's `model_type`, when it is an encoder-only architecture (BERT, RoBERTa, DeBERTa...:
   a sentence-transformers folder's config.json names the bare BertModel);
 - a PEFT adapter_config.json's `task_type` (SEQ_CLS, TOKEN_CLS, QUESTION_ANS, FEATURE_EXTRACTION);
@@ -37,10 +38,13 @@ ENCODER_DECODER_TYPES = frozenset({
 ENCODER_TASK_TYPES = frozenset({"SEQ_CLS", "TOKEN_CLS", "QUESTION_ANS", "FEATURE_EXTRACTION"})
 
 # Heads of transformers' classes that generate nothing, whatever the body (a decoder with a
-# sequence-classification head is a reward model or a classifier).
+# sequence-classification head is a reward model or a classifier). Remote-code reward models name
+# theirs so too: InternLM2ForRewardModel (internlm2-*-reward, a scalar score from the last token),
+# Qwen2ForProcessRewardModel (Qwen2.5-Math-PRM, a score per step).
 ENCODER_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMaskedLM",
                  "ForMultipleChoice", "ForNextSentencePrediction", "ForImageClassification",
-                 "ForAudioClassification", "ForAudioFrameClassification", "ForCTC")
+                 "ForAudioClassification", "ForAudioFrameClassification", "ForCTC", "ForRewardModel",
+                 "ForProcessRewardModel")
 
 # Model types of transformers that are encoders only: no class of theirs generates text.
 ENCODER_ONLY_TYPES = frozenset({

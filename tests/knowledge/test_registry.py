@@ -171,14 +171,21 @@ def test_recorded_sampling_is_upstreams_generation_config(pair):
     assert recorded == {k: upstream[k] for k in ("do_sample", "temperature", "top_p", "top_k") if upstream.get(k) is not None}
 
 
-@pytest.mark.parametrize("fam", [f for f in registry.families() if f.upstream_pad_token], ids=lambda f: f.key)
-def test_recorded_upstream_pad_token_is_upstreams(fam, tmp_path):
-    """pad-token-is-eos calls a pad token the family's design only as upstream's own tokenizer sets it (read
-    from ../shared/upstream, or from the community copy the registry names when that folder is not there)."""
-    token, repo_id = fam.upstream_pad_token
+PADS_BY_DESIGN = [(f, None) for f in registry.families() if f.upstream_pad_token] + [
+    (f, v) for f in registry.families() for v in f.variants if v.upstream_pad_token]
+
+
+@pytest.mark.parametrize("fam,variant", PADS_BY_DESIGN, ids=lambda x: x.key if x else "")
+def test_recorded_upstream_pad_token_is_upstreams(fam, variant, tmp_path):
+    """pad-token-is-eos calls a pad token the family's (or a release's) design only as upstream's own tokenizer
+    sets it (read from ../shared/upstream, or from the community copy the registry names when that folder is not
+    there)."""
+    token, repo_id = (variant or fam).upstream_pad_token
     folder = UPSTREAM / repo_id.replace("/", "--")
     if not folder.is_dir():
         raw = next(f for f in json.loads(registry.data_file("families.json").read_text())["families"] if f["key"] == fam.key)
+        if variant is not None:
+            raw = next(v for v in raw["variants"] if v["key"] == variant.key)
         sys.path.insert(0, str(ROOT / "tests" / "corpus"))
         import community_load
 
@@ -188,6 +195,8 @@ def test_recorded_upstream_pad_token_is_upstreams(fam, tmp_path):
     assert (pad["content"] if isinstance(pad, dict) else pad) == token
     assert token in fam.end_of_turn or token == (config["eos_token"]["content"] if isinstance(config["eos_token"], dict)
                                                  else config["eos_token"])
+    if variant is None and fam.upstream_pad_id is not None:  # the id the pad is design at is upstream's id of it
+        assert config["added_tokens_decoder"][str(fam.upstream_pad_id)]["content"] == token
 
 
 @pytest.mark.parametrize("fam", [f for f in registry.families() if f.pretrained_stop], ids=lambda f: f.key)
@@ -202,3 +211,34 @@ def test_recorded_pretrained_stop_is_the_base_releases(fam):
         assert sorted(eos if isinstance(eos, list) else [eos]) == sorted(fam.pretrained_stop.values()), base.base_repo
         seen += 1
     assert seen, "no pre-trained release of the family in ../shared/upstream"
+
+
+def _family_raw(key: str) -> dict:
+    return next(f for f in json.loads(registry.data_file("families.json").read_text())["families"] if f["key"] == key)
+
+
+def _copy_folder(entry: dict, tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    import community_load
+
+    return community_load.materialise_one(entry["copy"]["community"], tmp_path)
+
+
+@pytest.mark.parametrize("fam", [f for f in registry.families() if f.upstream_generation_eos], ids=lambda f: f.key)
+def test_recorded_upstream_generation_eos_is_the_copys(fam, tmp_path):
+    """A stop id called the family's design is what the copy of the release's generation_config.json says."""
+    ids, _ = fam.upstream_generation_eos
+    folder = _copy_folder(_family_raw(fam.key)["upstream_generation_eos"], tmp_path)
+    eos = json.loads((folder / "generation_config.json").read_text())["eos_token_id"]
+    assert set(eos if isinstance(eos, list) else [eos]) == set(ids)
+
+
+@pytest.mark.parametrize("fam", [f for f in registry.families() if f.tokens_past_rows], ids=lambda f: f.key)
+def test_recorded_tokens_past_rows_are_past_the_copys_rows(fam, tmp_path):
+    """Tokens called the release's own past its embedding rows are at those ids in the copy, at or past its vocab_size."""
+    tokens, _ = fam.tokens_past_rows
+    folder = _copy_folder(_family_raw(fam.key)["tokens_past_rows"], tmp_path)
+    vocab_size = json.loads((folder / "config.json").read_text())["vocab_size"]
+    added = json.loads((folder / "added_tokens.json").read_text())
+    for token, token_id in tokens.items():
+        assert added[token] == token_id >= vocab_size

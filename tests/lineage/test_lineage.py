@@ -15,6 +15,7 @@ import pytest
 
 from conftest import ROOT, UPSTREAM
 from hfdoctor import lineage
+from hfdoctor.lineage import card_usage
 from hfdoctor.knowledge import registry
 from hfdoctor.lint.check import check_repo
 from hfdoctor.fix.plan import plan_fixes
@@ -167,3 +168,12 @@ def test_an_exact_upstream_template_outweighs_a_card(tmp_path):
     finding is made on it."""
     report = check_repo(ModelRepo(qwen3_moe_finetune(tmp_path, INSTRUCT_2507, "Qwen/Qwen3-30B-A3B"), upstream=OFFLINE))
     assert report.lineage["variant"] == "instruct-2507" and "thinking-toggle-ignored" not in rules_of(report)
+
+
+@pytest.mark.parametrize("name, chat", [
+    ("google/gemma-2-2b-it", True), ("google/gemma-3-4b-it-qat-q4_0", True), ("meta-llama/Llama-2-7b-chat-hf", True),
+    ("Qwen/Qwen2.5-7B-Instruct", True), ("GroNLP/gpt2-small-italian", False), ("someone/bert-italian-cased", False),
+    ("google/gemma-2-2b", False), ("meta-llama/Llama-3.1-8B", False)])
+def test_a_release_name_says_chat_only_by_a_whole_word(name, chat):
+    """Gemma's '-it' suffix is a part of the name, never the start of 'italian'."""
+    assert card_usage.names_chat_release(name) is chat

@@ -54,7 +54,7 @@ def test_the_docstring_lists_the_rows_in_table_order():
     lines = [line.strip() for line in policy.__doc__.splitlines()]
     for number, row in enumerate(policy.TABLE, 1):
         assert any(line.startswith(f"{number}. {row.kind.value}") for line in lines), (number, row.kind)
-    assert len(policy.TABLE) == 12
+    assert len(policy.TABLE) == 13
 
 
 def test_rows_never_raise():
@@ -102,6 +102,31 @@ def test_row5_reasoning_only_is_info_only_when_the_family_is_uncertain(unknown_f
     reasoning = Facet(FacetKind.REASONING_ONLY)
     assert judged(unknown_family, reasoning) == (Severity.INFO, UNCERTAIN)
     assert judged(QWEN3, reasoning) == (Severity.WARNING, None)
+
+
+NO_FAMILY = ("no file names a model family hfdoctor knows and the template's format is none of theirs, so no upstream "
+             "template can tell whether the release it comes from renders this way by design")
+
+
+def test_template_behaviour_is_info_only_when_nothing_names_a_family(unknown_family, tmp_path):
+    behaviour = Facet(FacetKind.TEMPLATE_BEHAVIOUR)
+    assert judged(unknown_family, behaviour) == (Severity.INFO, NO_FAMILY)
+    assert judged(QWEN3, behaviour) == (Severity.WARNING, None)
+    # A Llama 2 template on a model of no known family (a published Taiwan-ELM LoRA's): the format's family is
+    # the yardstick, so the warning stays.
+    folder = tmp_path / "elm-lora"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "openelm"}))
+    (folder / "chat_template.jinja").write_text(
+        "{% for m in messages %}{% if m['role'] == 'user' %}{{ bos_token + '[INST] ' + m['content'] + ' [/INST]' }}"
+        "{% elif m['role'] == 'system' %}{{ '<<SYS>>\\n' + m['content'] + '\\n<</SYS>>\\n\\n' }}"
+        "{% else %}{{ ' ' + m['content'] + ' ' + eos_token }}{% endif %}{% endfor %}")
+    assert judged(folder, behaviour) == (Severity.WARNING, None)
+    # A template published without a model (a trainer's, a template collection's) is its publisher's own.
+    alone = tmp_path / "template-only"
+    alone.mkdir()
+    (alone / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    assert judged(alone, behaviour) == (Severity.WARNING, None)
 
 
 def test_row6_hub_inferred_is_info():
@@ -171,7 +196,7 @@ def test_reasoning_only_comes_before_chat_only(unknown_family):
 
 
 def test_design_of_itself_comes_last_so_a_later_reason_still_lowers():
-    # Qwen3-4B-Base's own folder: the upstream named is the repository itself (row 12), but the
+    # Qwen3-4B-Base's own folder: the upstream named is the repository itself (row 13), but the
     # finding is chat-only on a pre-trained checkpoint (row 9), which decides.
     itself = Facet(FacetKind.UPSTREAM_DESIGN, "Qwen3 upstream (the Qwen/Qwen3-4B-Base tokenizer)")
     assert judged(BASE, itself)[1].startswith("not lowered: the upstream it would be the design of is "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from hfdoctor import lineage as lineage_mod
+from hfdoctor.bounded import patterns
 from hfdoctor.knowledge import registry
 from hfdoctor.lineage.adapter_base import adapter_base, release_stage
 from hfdoctor.lint.edits.json_edits import json_set_value
@@ -43,9 +44,12 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       is not a transformers model (auto_mapping of diffusers' UNet2DConditionModel or DINOv3's
       DinoVisionTransformer; an SD/SDXL UNet LoRA of to_q/to_k/to_v with no task_type): PEFT
       has no name to record for it (info);
-    - no adapter weights, LoRA A/B ranks that differ from r/rank_pattern or from each
-      other (PEFT's load fails with a size mismatch: error), target_modules that no saved
-      weight matches (the base has no such module, warning), and saved LoRA weights for
+    - no adapter weights (or only the parts of one split to pass an upload limit,
+      `adapter_model.safetensors.partaa`/`.partab`: PEFT cannot read them until they are
+      joined with `cat adapter_model.safetensors.part* > adapter_model.safetensors`), LoRA
+      A/B ranks that differ from r/rank_pattern or from each other (PEFT's load fails with
+      a size mismatch: error), target_modules that no saved weight matches (the base has no
+      such module, warning), and saved LoRA weights for
       modules target_modules does not name (PEFT ignores them, warning);
     - shapes that do not fit the base when hfdoctor knows its release (hidden size, layer
       count): error;
@@ -104,8 +108,7 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     pickled = [f for f in repo.weight_files if repo.is_adapter_file(f) and not f.endswith(".safetensors")]
     if not files:
         if not pickled and not view.pointers and not any(repo.is_adapter_file(f) for f in view.broken):
-            yield self.finding(repo, "adapter_config.json but no adapter_model.safetensors (or .bin): PEFT has no "
-                               "weights to load.", file=ADAPTER_CONFIG)
+            yield _no_weights(repo, self)
         return
     tensors = {}
     for rel in files:
@@ -117,6 +120,30 @@ def adapter_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         yield from _base_shape_problems(repo, self, base, weights)
     yield from _vocab_problems(repo, self, config, weights)
     yield from _serving_problems(repo, self, config, weights)
+
+
+# adapter_model.safetensors.partaa, adapter_model_part_aa, adapter_model.bin.part1: the weights cut
+# into pieces (split -b) to pass a file-size limit (GitHub's 100 MB). Names are repository data: RE2.
+SPLIT_PART = patterns.compile(r"^adapter_model(\.safetensors|\.bin)?[._-]?part[._-]?[A-Za-z0-9]{1,4}$")
+
+
+def _no_weights(repo: ModelRepo, self: Rule) -> Finding:
+    """No adapter weights PEFT can load: none at all, or only the parts of one file split to pass an
+    upload limit, which PEFT cannot read until they are joined."""
+    parts = sorted(rel for rel in repo.files if "/" not in rel and SPLIT_PART.match(rel) is not None)
+    if not parts:
+        return self.finding(repo, "adapter_config.json but no adapter_model.safetensors (or .bin): PEFT has no "
+                            "weights to load.", file=ADAPTER_CONFIG)
+    suffix = next((m.group(1) for m in map(SPLIT_PART.match, parts) if m.group(1)), None)
+    joined = f"adapter_model{suffix}" if suffix else "adapter_model.safetensors"
+    which = "" if suffix else " (adapter_model.bin if the parts hold a pickle)"
+    stem = parts[0][:parts[0].lower().rindex("part")]
+    shown = ", ".join(parts[:SHOWN]) + (f" and {len(parts) - SHOWN} more" if len(parts) > SHOWN else "")
+    return self.finding(
+        repo, f"the adapter weights are split into {len(parts)} parts ({shown}) and no adapter_model.safetensors "
+        f"(or .bin) exists: PEFT, vLLM and TGI read only the whole file, so the adapter cannot be loaded until "
+        f"the parts are joined: `cat {stem}part* > {joined}`{which}, then delete the parts.",
+        file=ADAPTER_CONFIG)
 
 
 def _other_trainer(config: dict[str, Any]) -> str | None:

@@ -54,7 +54,13 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     - tokenizer_class `TokenizersBackend` (written by transformers 5): every 4.x
       AutoTokenizer raises, and with it convert_hf_to_gguf and mlx-lm on 4.x (warning).
       Unsafe fix: PreTrainedTokenizerFast, which loads tokenizer.json everywhere but
-      drops class-specific behaviour.
+      drops class-specific behaviour. Only where 4.x could load the model at all: when
+      the model's type (config.json's; an adapter's base's, from adapter_config.json's
+      auto_mapping, the base's config.json at hand, the registry or the adapter's own
+      tokenizer and template) first appears in transformers 5 (qwen3_5,
+      openai_privacy_filter), every consumer of it runs 5 (info, saying why); when the
+      base is known only by its name, its type is not guessed: the warning stays and says
+      that hfdoctor cannot verify whether a 4.x release can load the base.
     - the chat template only in chat_template.jinja: TGI, transformers < 4.48 and the
       Open LLM Leaderboard read only tokenizer_config.json's `chat_template` (warning when
       the card names TGI or the leaderboard, info otherwise). Unsafe fix: write the same
@@ -65,7 +71,9 @@ def consumer_incompatible(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: SmolLM2-135M-Instruct's metadata (read from its GGUF) saved by transformers 5:
     rope_theta only in rope_parameters (warning: 4.x silently uses 10000), tokenizer_class
     TokenizersBackend (warning), the template only in chat_template.jinja (info: nothing
-    names TGI or the leaderboard).
+    names TGI or the leaderboard). A LoRA of unsloth/Qwen3.5-0.8B saved by transformers 5
+    (auto_mapping: transformers.models.qwen3_5): TokenizersBackend is info, since no 4.x
+    release has qwen3_5.
 
     Fix: sometimes; safe for rope_theta (added at the top level, read identically by
     transformers 5), unsafe for tokenizer_class and for the template's second copy (see

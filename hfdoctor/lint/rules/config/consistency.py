@@ -6,6 +6,7 @@ import math
 from typing import Any, Iterator
 
 from hfdoctor.knowledge import registry
+from hfdoctor.lineage.adapter_base import config_is_the_bases
 from hfdoctor.lint.edits.json_edits import json_set_value
 from hfdoctor.findings import Applicability, Finding, Fix, Severity
 from hfdoctor.repo import ModelRepo
@@ -76,12 +77,12 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if config is None:
         return
     yield from _rope_problems(repo, self, config)
-    if config.get("use_cache") is False and _beside_peft_adapter(repo):
+    if config.get("use_cache") is False and config_is_the_bases(repo):
         # Unsloth writes the base's config.json (use_cache false from training) into the LoRA folder; every
         # loader of that folder builds the base named in adapter_config.json from the base's own files.
         yield self.finding(
             repo, "config.json says use_cache: false, but it sits beside a PEFT adapter whose base is "
-            f"{_adapter_base_name(repo)!r}: transformers, PEFT and vLLM build that base from its own config.json and "
+            f"{repo.adapter_config['base_model_name_or_path']!r}: transformers, PEFT and vLLM build that base from its own config.json and "
             "generation_config.json, so this value never reaches generate().",
             file="config.json", pointer="/use_cache", severity=Severity.INFO)
     elif config.get("use_cache") is False:
@@ -105,16 +106,6 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if view.complete:
         yield from _tied_head_problem(repo, self, config, tensors)
 
-
-def _adapter_base_name(repo: ModelRepo) -> str | None:
-    base = (repo.adapter_config or {}).get("base_model_name_or_path")
-    return base if isinstance(base, str) and base.strip() else None
-
-
-def _beside_peft_adapter(repo: ModelRepo) -> bool:
-    """config.json in a PEFT adapter's folder (no weights but the adapter's), whose adapter_config.json names the
-    base: AutoModelForCausalLM, AutoPeftModel and vLLM load that base, not this config.json."""
-    return repo.is_adapter and "peft_type" in (repo.adapter_config or {}) and _adapter_base_name(repo) is not None
 
 
 def _rope_problems(repo: ModelRepo, self: Rule, config: dict[str, Any]) -> Iterator[Finding]:

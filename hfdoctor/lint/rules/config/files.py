@@ -39,6 +39,10 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     nor an adapter beside a backbone checkpoint that is not transformers weights (Meta's
     DINOv3 .pth, which DINOv3's own code builds).
 
+    Trainer state under a browser-duplicate name (`training_args (1).bin`, a checkpoint
+    uploaded through a browser) is still trainer state; when the folder has `config (4).json`,
+    the message says that is probably the config under another name.
+
     Also reported: a tokenizer.json that is not a tokenizer (no `model` object: a
     placeholder; error), and a file loaders look for saved under a browser-duplicate name
     (`tokenizer (1).json`, `generation_config (1).json`): no loader reads it (warning when
@@ -58,10 +62,14 @@ def file_unreadable(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     gguf_only = all(f.endswith(".gguf") for f in repo.weight_files)  # a GGUF carries its own config
     if repo.config is None and "config.json" not in repo.problems and repo.weight_files and not repo.is_adapter \
             and not gguf_only and not _adapter_beside_foreign_backbone(repo):
+        renamed = next((rel for rel in repo.files if "/" not in rel and browser_duplicate_of(rel) == "config.json"),
+                       None)
+        advice = (f"{renamed} is probably it, saved under a browser-duplicate name: rename it to config.json"
+                  if renamed else "Copy config.json from the model the weights were trained from")
         yield self.finding(
             repo,
             "config.json is missing but the repository ships weights: no loader can tell which "
-            "architecture to build. Copy config.json from the model the weights were trained from.",
+            f"architecture to build. {advice}.",
             file="config.json",
         )
 

@@ -86,6 +86,16 @@ def fixed_upstream(text: str) -> str | None:
     return found[1].template_name(sha) if found is not None and sha in found[1].fixed_revisions else None
 
 
+def behaviour_facets(repo: ModelRepo, analysis: TemplateAnalysis,
+                     shows_same: Callable[[TemplateAnalysis], bool]) -> list[Facet]:
+    """design_facets, and a TEMPLATE_BEHAVIOUR facet: how the template renders is a property a release
+    may have by design, so without a family known for certain to compare with, the policy says it at
+    info. Not for a revision upstream later fixed: a copy of it carries the bug (Meta-Llama-3's launch
+    template appending the assistant header)."""
+    facets = design_facets(repo, analysis, shows_same)
+    return facets if fixed_upstream(analysis.text) else facets + [Facet(FacetKind.TEMPLATE_BEHAVIOUR)]
+
+
 def design_facets(repo: ModelRepo, analysis: TemplateAnalysis,
                   shows_same: Callable[[TemplateAnalysis], bool]) -> list[Facet]:
     """[a CANONICAL facet] when the template is upstream's own; [an UPSTREAM_DESIGN facet] when a

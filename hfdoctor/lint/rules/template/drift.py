@@ -4,8 +4,9 @@ Drift is measured against the template the weights learnt, when that one can be 
 family's canonical upstream template, and every other template upstream published for it
 (another release's, an earlier revision). What is not drift:
 
-- a checkpoint trained from another format: the family's pre-trained base, or a model the
-  registry does not tie to the family (its weights learnt that model's format);
+- a checkpoint trained from another format: the family's pre-trained release (said at info:
+  a pre-trained release has no chat format, so the fine-tune's template is its own), or a model
+  the registry does not tie to the family (its weights learnt that model's format);
 - a template whose turn markers are tokens the checkpoint itself added (a ChatML retrain of
   Mistral, a Gemma 2 fine-tune with <|im_start|>, granite-7b-lab's <|user|> past every Llama
   release's rows even though TinyLlama-Chat writes the same string as text): the fine-tune's own
@@ -38,6 +39,7 @@ from hfdoctor.findings import Finding, Severity
 from hfdoctor.knowledge import registry
 from hfdoctor.knowledge.registry import Variant
 from hfdoctor.knowledge.upstream import canonical_template, shipped_revisions
+from hfdoctor.lineage.adapter_base import release_stage
 from hfdoctor.lint.edits.template_edits import replace_template_fix
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import TRAINING_TEMPLATE, default_template, training_template
@@ -46,23 +48,58 @@ from hfdoctor.repo import ModelRepo
 
 
 def _trained_from_another_format(repo: ModelRepo, lineage: lineage_mod.Lineage) -> bool:
-    """The checkpoint was trained from a model whose format is not the family's chat template:
-    its pre-trained base (SmolLM2-135M, fine-tuned with its own ChatML) or a Hub model the
-    registry does not tie to the family (SmolLM-135M-Instruct, another fine-tune). Its weights
-    learnt that model's format, not upstream's: comparing them says nothing. An adapter that
-    names no base of its own is read through its card's base_model (a GRPO adapter of
-    gemma-3-1b-pt whose adapter_config.json lost the name)."""
+    """The checkpoint was trained from a Hub model the registry does not tie to the family
+    (SmolLM-135M-Instruct, another fine-tune): its weights learnt that model's format, not
+    upstream's, so comparing them says nothing. An adapter that names no base of its own is read
+    through its card's base_model. (A pre-trained release of the family is
+    _pretrained_release's: said at info.)"""
     fam = lineage.family_ref
     names = lineage_mod.trained_from(repo)
     if not names and repo.is_adapter and lineage_mod.adapter_base_model(repo) is None:
         names = lineage_mod.card_base_models(repo)
-    for name in names:
-        named = registry.family_of_repo_id(name)
-        if named is None or named is not fam:
-            return True
-        if any(b.base_repo and b.base_repo.lower() == name.lower() and b.base_repo != b.repo for b in fam.bases):
-            return True
-    return False
+    return any(registry.family_of_repo_id(name) is not fam for name in names)
+
+
+def _pretrained_release(repo: ModelRepo, lineage: lineage_mod.Lineage) -> str | None:
+    """The family's pre-trained release the checkpoint declares it was trained from, when every
+    name it declares is one: the adapter's base or config.json's _name_or_path, else (none of
+    them written) the card's base_model (Deep Cogito's cogito-v1-preview-qwen-14B names
+    Qwen/Qwen2.5-14B; a GRPO adapter of gemma-3-1b-pt whose adapter_config.json lost the name).
+    A pre-trained release has no chat format: the template the fine-tune trained with is its
+    own, whatever the family's -Instruct release writes. A card naming an instruct release
+    beside it (a merge) is not that evidence."""
+    fam = lineage.family_ref
+    names = lineage_mod.trained_from(repo)
+    from_card = not names
+    names = names or lineage_mod.card_base_models(repo)
+    if not names or fam is None:
+        return None
+    if not all(registry.family_of_repo_id(name) is fam and release_stage(name) is True for name in names):
+        return None
+    if from_card and not all(_card_evidence(repo, fam, name) for name in names):
+        return None
+    return names[0]
+
+
+def _card_evidence(repo: ModelRepo, fam: registry.Family, pretrained: str) -> bool:
+    """A card's base_model is evidence only for a pre-trained release the registry ties to its
+    chat release, and only when the card's text does not name that chat release: upstream's own
+    card of a chat release, or a copy of it, names the base it was trained from (Qwen3-8B's names
+    Qwen3-8B-Base and is headed '# Qwen3-8B'; IBM's granite-3.1-1b-a400m-instruct names
+    granite-3.1-1b-a400m-base), which says what upstream was trained from, not this checkpoint."""
+    releases = [b.repo for b in fam.bases if b.base_repo and b.base_repo.lower() == pretrained.lower()
+                and b.repo != b.base_repo]
+    if not releases:
+        return False
+    body = (repo.card.body if repo.card is not None else "").lower()
+    for release in (r.rsplit("/", 1)[-1].lower() for r in releases):
+        start = body.find(release)
+        while start != -1:
+            after = body[start + len(release):start + len(release) + 1]
+            if not after or not (after.isalnum() or after in "-_"):  # not part of a longer name (Qwen3-8B-Base)
+                return False
+            start = body.find(release, start + 1)
+    return True
 
 
 def _unknown_base(repo: ModelRepo) -> str | None:
@@ -279,8 +316,10 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     special tokens and the outputs are compared (not the template source: a reformatted
     template that renders the same is not drift). Whitespace-only differences are info.
 
-    Not drift: a checkpoint trained from another format (its family's pre-trained base, or a
-    Hub model the registry does not tie to the family); a template whose turn markers are
+    Not drift: a checkpoint trained from a Hub model the registry does not tie to the family
+    (silent), or from the family's pre-trained release (info: the adapter's base or config.json's
+    _name_or_path names it, or, when neither is written, the card's base_model does and its text
+    does not name the chat release, as upstream's own card of that release would); a template whose turn markers are
     tokens the checkpoint added itself (a ChatML retrain of Mistral or Gemma; granite-7b-lab's
     <|user|> past every Llama release's rows, which TinyLlama-Chat writes only as text), that carries
     `{% generation %}` tags (a trainer saved the template it trained with), that is TRL's stock
@@ -296,8 +335,10 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     retrained on exactly the new format.
 
     Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
-    `<|im_start|>user`. Upstream's own template of another date (Qwen3's April and May
-    revisions; Meta-Llama-3-8B-Instruct's, under a Llama 3.1 lineage) is info, not drift.
+    `<|im_start|>user`. Upstream's own template of another date or release (Qwen3's April and
+    May revisions; Meta-Llama-3-8B-Instruct's, under a Llama 3.1 lineage; Granite 3.1's, under
+    Granite 3.3's) is info, not drift; so is Deep Cogito's template on cogito-v1-preview-qwen-14B,
+    trained from the pre-trained Qwen2.5-14B.
 
     Fix: unsafe; replace the template with the upstream one, only when the variant is
     known with at least medium confidence; unsafe because the change may have been
@@ -371,12 +412,16 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     chatml = analysis.sha256 == TRL_CHATML_SHA256
     unsloth = _unsloth_template(repo, analysis)
     system = _only_the_default_system_differs(repo, analysis, upstreams[0].analysis)
-    if own or unknown or trained or chatml or unsloth or system:
+    pretrained = _pretrained_release(repo, lineage)
+    if own or unknown or trained or chatml or unsloth or system or pretrained:
         why = (f"its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added, so it was trained on "
                "its own format" if own else TRAINING_TEMPLATE if trained else TRL_CHATML if chatml
                else UNSLOTH if unsloth
                else f"only its default system message differs ({system[0][:60]!r} for {system[1][:60]!r}): every turn "
                "marker, and a system message the caller sends, render as upstream's" if system
+               else f"it was trained from {pretrained}, a pre-trained {lineage.family_ref.display} release with no chat "
+               "format of its own, so its weights learnt the template its own training used, not the instruct "
+               "release's" if pretrained
                else f"{unknown}, so which template its weights learnt cannot be known")
         yield self.finding(
             repo,

@@ -37,6 +37,9 @@ def missing_chat_template(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     When only the card's usage says chat (apply_chat_template or a messages list in its
     examples, a conversation prompt format such as `USER: ... ASSISTANT:` as its
     prompt_template or in the card of a model named chat/instruct), the finding is a warning.
+    The name of the model it was trained from says chat only by a whole word of it (Instruct,
+    chat, Gemma's `-it` suffix): a fine-tune of GroNLP/gpt2-small-italian, a GPT-2 completion
+    model, is not a chat model unless its own files show chat evidence.
 
     Example: fixtures/seed-incident, a replica of the incident hfdoctor was born from: a
     Qwen3-8B fine-tune (Qwen3's tokenizer, <|im_end|> as eos) whose tokenizer_config.json

@@ -16,7 +16,7 @@ from hfdoctor.lint.rules.template.common import (
     TRAINING_TEMPLATE, analysis_of, default_template, is_token_name, line_of_text, location, mode_text, shapes_text,
     template_sources, training_template,
 )
-from hfdoctor.lint.rules.template.design import design_facets, fixed_upstream, upstream_templates
+from hfdoctor.lint.rules.template.design import behaviour_facets, design_facets, fixed_upstream, upstream_templates
 from hfdoctor.lint.rules.template.drift import own_format_markers
 
 
@@ -68,12 +68,13 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     opener = [p for p in _pieces(header) if p not in _pieces(user_side)]
     dangling = _dangling_header(analysis) if opener and set(opener) & set(_pieces(prompt_tail)) else None
     if dangling is not None:
-        facets = design_facets(repo, analysis, lambda a: _dangling_header(a) is not None)
+        facets = behaviour_facets(repo, analysis, lambda a: _dangling_header(a) is not None)
         # Some families do this on purpose (Cohere's Command-A, whose model writes <|START_RESPONSE|>
         # itself): without an upstream template to compare, say so, quietly. Meta-Llama-3's launch
         # template did it too, and Meta fixed it: a copy of it carries the bug.
         fixed = fixed_upstream(analysis.text)
-        unverified = not facets and not fixed and not upstream_templates(repo)
+        compared = [f for f in facets if f.kind is not FacetKind.TEMPLATE_BEHAVIOUR]
+        unverified = not compared and not fixed and not upstream_templates(repo)
         yield self.finding(
             repo,
             f"the chat template appends the assistant header {dangling!r} whatever add_generation_prompt says: a "
@@ -100,7 +101,7 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`."
         + (f" (Its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added: no upstream template of "
            "that format is known here to tell whether it is its release's design.)" if own else ""),
-        file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY)],
+        file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY), Facet(FacetKind.TEMPLATE_BEHAVIOUR)],
         severity=Severity.INFO if own else None,
     )
 

@@ -12,7 +12,7 @@ from hfdoctor.chat.render_plan import TemplateAnalysis
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, line_of_text, location
-from hfdoctor.lint.rules.template.design import design_facets
+from hfdoctor.lint.rules.template.design import behaviour_facets
 from hfdoctor.repo import ModelRepo
 
 
@@ -49,7 +49,7 @@ def system_prompt_dropped(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if not _drops_system_message(analysis):
         return
     same = analysis.rendered("system_user", True) == analysis.rendered("user", True)
-    facets = design_facets(repo, analysis, _drops_system_message)
+    facets = behaviour_facets(repo, analysis, _drops_system_message)
     yield self.finding(
         repo,
         "the chat template drops the caller's system message without an error: rendered with a system message and "

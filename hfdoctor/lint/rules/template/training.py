@@ -13,7 +13,7 @@ from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import default_template, line_of_text, location, mode_text
-from hfdoctor.lint.rules.template.design import design_facets
+from hfdoctor.lint.rules.template.design import behaviour_facets
 from hfdoctor.bounded.tokenizing import Splitter, load_splitter
 
 
@@ -75,7 +75,7 @@ def prefix_instability(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
 def _facets(repo: ModelRepo, analysis, reasoning_only: bool, same_way) -> list[Facet]:
     facets = [Facet(FacetKind.CHAT_ONLY)] + ([Facet(FacetKind.REASONING_ONLY)] if reasoning_only else [])
-    return facets + design_facets(repo, analysis, same_way)
+    return facets + behaviour_facets(repo, analysis, same_way)
 
 
 def _vocabulary(repo: ModelRepo):

@@ -83,8 +83,9 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     special token named like a pad token (`<|finetune_right_pad_id|>`, `<pad>`) or the
     `<|endoftext|>` document separator that ChatML families pad with.
 
-    Severity: info when the family's own upstream tokenizer pads with its end-of-turn
-    token (SmolLM3, DeepSeek-R1): that is the family's design, and its fine-tuning
+    Severity: info when the family's (or the release's) own upstream tokenizer pads with its
+    end-of-turn token (SmolLM3, DeepSeek-R1, TinyLlama-Chat's '</s>', Granite 3.x's '<|end_of_text|>' at id 0,
+    not Granite 4.0's, which pads with '<|pad|>'): that is the family's design, and its fine-tuning
     recipes set their own pad token. Never when the repository's own config.json or
     generation_config.json names another pad id (a contradiction inside one repository),
     nor when the upstream named is the repository itself. Info, too, for a model that
@@ -106,10 +107,13 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     file = "tokenizer_config.json" if "pad_token" in (repo.tokenizer_config or {}) else "special_tokens_map.json"
     candidate, safe = _pad_candidate(repo, stop_token)
     fix = _pad_fix(repo, candidate, safe) if candidate else None
-    upstream = fam.upstream_pad_token if fam is not None and lineage.certain else None
+    # The release's own pad: a variant's (TinyLlama-Chat's '</s>', where Llama-2-chat sets none) or the family's.
+    upstream = fam.pad_by_design(lineage.variant_ref, repo.token_id(pad)) if fam is not None and lineage.certain else None
+    release = lineage.variant_ref.display if lineage.variant_ref and lineage.variant_ref.upstream_pad_token else \
+        fam.display if fam else ""
     # A config.json or generation_config.json naming another pad id contradicts the tokenizer
     # inside this repository: never a design, whatever upstream does (SmolLM3-3B's own files).
-    design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display}: {upstream[1]} pads with {upstream[0]!r}"),) \
+    design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{release}: {upstream[1]} pads with {upstream[0]!r}"),) \
         if upstream is not None and upstream[0] == pad and not safe else ()
     # Learning to stop is a problem of a model that generates: an encoder (an LLM2Vec embedder, a
     # classifier) has no end of turn to learn, and the policy says so at info.
@@ -118,7 +122,8 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         repo,
         f"pad_token is {pad!r}, the token that ends every assistant turn: collators that mask pad ids "
         "(DataCollatorForLanguageModeling) mask every end of turn too, so a fine-tune never learns to stop. "
-        + (f"Use {candidate!r} as pad_token." if candidate else "Set pad_token to a token the model never emits."),
+        + (f"{_named_by(repo, candidate)} Use {candidate!r} as pad_token." if safe and candidate else
+           f"Use {candidate!r} as pad_token." if candidate else "Set pad_token to a token the model never emits."),
         file=file, pointer="/pad_token", fix=fix, facets=design,
     )
 
@@ -137,6 +142,15 @@ def _pad_candidate(repo: ModelRepo, stop_token: str) -> tuple[str | None, bool]:
     # A token named for padding, else the document separator ChatML families pad with (Qwen: <|endoftext|>).
     named = sorted(t for t in unused if "pad" in t.lower()) or [t for t in unused if t == "<|endoftext|>"]
     return (named[0], False) if named else (None, False)
+
+
+def _named_by(repo: ModelRepo, token: str) -> str:
+    """'generation_config.json names pad_token_id 0 (<unk>) already.': the file that contradicts the tokenizer."""
+    for file, data in (("config.json", repo.config), ("generation_config.json", repo.generation_config)):
+        for pad_id in as_id_list((data or {}).get("pad_token_id"))[:1]:
+            if repo.id_to_token.get(pad_id) == token:
+                return f"{file} already names pad_token_id {pad_id} ({token!r}): the tokenizer contradicts it."
+    return ""
 
 
 def _pad_fix(repo: ModelRepo, token: str, safe: bool) -> Fix | None:

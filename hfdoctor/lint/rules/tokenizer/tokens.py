@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
-from hfdoctor.lineage.adapter_base import adapter_base, release_stage
+from hfdoctor.lineage.adapter_base import adapter_base, config_is_the_bases, release_stage
 from hfdoctor.knowledge import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list
@@ -210,7 +210,8 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     names a model family hfdoctor knows (an xGen-MM or Molmo copy): whether that release
     ships its stop ids and template this way cannot be told from the folder.
 
-    A PEFT adapter (no config.json, no generation_config.json: by design) stops where its
+    A PEFT adapter (no config.json, no generation_config.json: by design; or a config.json of the
+    base that a trainer saved beside it, which no loader of the adapter reads) stops where its
     base model stops: its end of turn is judged by the base's stop ids, read from the base's
     files in --upstream DIR or the Hugging Face cache, else from what hfdoctor's registry knows
     of the release (a chat release stops on its family's end-of-turn tokens). A base that
@@ -236,7 +237,9 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             file=template.file, pointer=template.pointer, severity=Severity.INFO,
         )
         return
-    if repo.is_adapter and repo.config is None and repo.generation_config is None:
+    # An adapter's folder stops where its base stops, also when a trainer saved the base's config.json
+    # beside it (Unsloth): loaders read the base's generation_config.json, not that file.
+    if repo.is_adapter and repo.generation_config is None and (repo.config is None or config_is_the_bases(repo)):
         yield from _adapter_turn_end(repo, self, found.stops or (found.token,), template)
         return
     if repo.config is None and repo.generation_config is None and not repo.gguf_tokenizer:

@@ -12,7 +12,8 @@ from typing import Iterator
 
 from hfdoctor.knowledge import registry
 from hfdoctor.repo.file_names import is_training_state
-from hfdoctor.findings import Finding, Severity
+from hfdoctor import lineage as lineage_mod
+from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo import ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.weights.compare import compare
@@ -322,6 +323,10 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     Example: a Qwen3 tokenizer (ids up to 151668) with Llama-3.1 weights (128256 rows);
     tokens added to the tokenizer without model.resize_token_embeddings().
 
+    Severity: info when every token past the rows is one the family's own release puts there at the
+    same id (ruDialoGPT-small's added '<|endoftext|>' at 50261, its vocab_size; it stops on 50256):
+    a fine-tune that saved that tokenizer unchanged inherits upstream's design.
+
     Fix: none automatic; resize the embeddings (and set vocab_size) or use the tokenizer
     the weights were trained with.
     """
@@ -344,7 +349,7 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 f"the tokenizer has {beyond} token ids at or beyond {rows} (up to {max_id}, {top_token!r}) but "
                 f"{layout.embedding} has only {rows} rows: those ids index past the embedding and crash the "
                 "forward pass. Resize the embeddings or use the tokenizer the weights were trained with.",
-                file=shard,
+                file=shard, facets=_release_design(repo, vocab, rows),
             )
     config = repo.config or {}
     vocab_size = registry.config_value(config, "vocab_size")
@@ -359,8 +364,24 @@ def embedding_vocab_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             f"config.json vocab_size is {vocab_size}{more} but the tokenizer has {beyond} token ids at or beyond "
             f"{'them' if more else 'it'} (up to {max_id}, {top_token!r}): the model is built with too few embedding "
             "rows for this tokenizer.",
-            file="config.json", pointer=pointer,
+            file="config.json", pointer=pointer, facets=_release_design(repo, vocab, rows),
         )
+
+
+def _release_design(repo: ModelRepo, vocab: dict[str, int], rows: int) -> tuple[Facet, ...]:
+    """An UPSTREAM_DESIGN facet when every token past the rows is one the family's own tokenizer puts there
+    at the same id (ruDialoGPT's '<|endoftext|>' at 50261 = vocab_size), for a family known for certain: a
+    fine-tune that saved the release's tokenizer unchanged inherits it."""
+    lineage = lineage_mod.detect(repo)
+    fam = lineage.family_ref if lineage.certain and not lineage.disagree else None
+    if fam is None or fam.tokens_past_rows is None:
+        return ()
+    known, upstream = fam.tokens_past_rows
+    beyond = {token: i for token, i in vocab.items() if i >= rows}
+    if not beyond or any(known.get(token) != i for token, i in beyond.items()):
+        return ()
+    listed = ", ".join(f"{token!r} at {i}" for token, i in sorted(beyond.items(), key=lambda kv: kv[1]))
+    return (Facet(FacetKind.UPSTREAM_DESIGN, f"{fam.display} upstream ({upstream}'s tokenizer puts {listed})"),)
 
 
 def _additional_rows(config: dict) -> int:
