@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from hfdoctor import lineage as lineage_mod
+from hfdoctor.lineage.adapter_base import config_is_the_bases
 from hfdoctor.findings import Facet, FacetKind, Finding, Severity
 from hfdoctor.repo.vocabulary import has_whole_vocabulary
 from hfdoctor.repo import SPECIAL_TOKEN_KEYS, ModelRepo, as_id_list, token_content
@@ -304,7 +305,9 @@ def eos_not_stop_id(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     generation_config.json) stops on id 2 (<|endoftext|>) only.
 
     A stop id the family's own generation_config.json gives (Falcon-RW: 2), saved unchanged
-    by a fine-tune, is upstream's design: info.
+    by a fine-tune, is upstream's design: info. So is a config.json beside a PEFT adapter that
+    names its base (the base's config an Unsloth run saved there, or a hand-made stub): no loader
+    of the adapter reads it.
 
     Fix: none automatic; add the eos id to eos_token_id, or name the end-of-turn token as
     the tokenizer's eos_token.
@@ -314,6 +317,14 @@ def eos_not_stop_id(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if eos_id is not None and repo.eos_ids and eos_id not in repo.eos_ids:
         upstream = _upstream_generation_eos(repo) if repo.eos_ids_source == "generation_config.json" else None
         inherited = upstream is not None and set(repo.eos_ids) == set(upstream[0])
+        if repo.eos_ids_source == "config.json" and repo.generation_config is None and config_is_the_bases(repo):
+            yield self.finding(
+                repo,
+                f"config.json stops on {repo.eos_ids} while the tokenizer's eos_token {eos!r} is id {eos_id}, but it "
+                "sits beside a PEFT adapter that names its base: PEFT and vLLM load that base with its own "
+                "config.json and generation_config.json, so this file never says where the adapter's replies end.",
+                file="config.json", pointer="/eos_token_id", severity=Severity.INFO)
+            return
         yield self.finding(
             repo,
             f"the tokenizer's eos_token {eos!r} is id {eos_id}, but {repo.eos_ids_source} stops on "
