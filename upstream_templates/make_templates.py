@@ -51,6 +51,7 @@ LICENSES = {
     "meta-llama/Llama-2": "Llama 2 Community License", "meta-llama/Llama-3.2": "Llama 3.2 Community License",
     "meta-llama/Meta-Llama-3": "Meta Llama 3 Community License", "tencent/": "Tencent Hunyuan Community License",
     "yandex/YandexGPT-5": "YandexGPT-5-Lite-8B License Agreement",
+    "meta-llama/Meta-Llama-Guard-2": "Meta Llama 3 Community License",
 }
 # Templates TRL ships for identity comparison, by the upstream repo they stand for.
 TRL_FILES = {"Qwen/Qwen3-4B-Instruct-2507": "trl/chat_templates/qwen3_instruct_2507.jinja",
@@ -66,6 +67,8 @@ REVISIONS = {
         "mistral.spm.mistral-7b-instruct-v0.2-system.jinja",
     "9524df67b77a7b25a2dfee898f75b316a157eb9d855b51e32aeac79d7c8a83ce": "granite.granite-4.0-h-1b.jinja",
     "08962c2f15d56767854b46dfc4070b37f4c443551833bba65b417191735f3187": "granite.granite-3.1-1b-a400m-instruct.jinja",
+    "19121486b4909ef54df0b8e7088db446708085b0634cd1597a523eb3b025c6c5": "llama3.meta-llama-guard-2-8b.jinja",
+    "793202280c0910ab26bc6eb57c8212c2417324c6d8c4efd0d10d59092ab3e3eb": "qwen2.5.qwen2-0.5b-instruct.jinja",
 }
 # Revisions no maker's folder here holds: the copy a fine-tune saved (slug, file, where it came from).
 REVISION_COPIES = {
@@ -84,6 +87,14 @@ REVISION_COPIES = {
     "08962c2f15d56767854b46dfc4070b37f4c443551833bba65b417191735f3187": (
         "jeremieconte__granite-3.1-1b-a400m-instruct", "tokenizer_config.json",
         "jeremieconte/granite-3.1-1b-a400m-instruct@8290d32ffc403c6d628249af989beb7800c70d77"),
+    # A LoRA merged into meta-llama/Meta-Llama-Guard-2-8B that kept Meta's template (its chat_template.jinja).
+    "19121486b4909ef54df0b8e7088db446708085b0634cd1597a523eb3b025c6c5": (
+        "mckinlde__local_llms__merged-model", "chat_template.jinja",
+        "mckinlde/local_llms@0024e7ffb2fe2121123758a595ae8c5d410bc253:merged-model"),
+    # An mlx-lm fused Qwen/Qwen2-0.5B-Instruct that kept Qwen's template (its chat_template.jinja).
+    "793202280c0910ab26bc6eb57c8212c2417324c6d8c4efd0d10d59092ab3e3eb": (
+        "Kavishankarks__USC-Lora-Fine-Tuning__lora_fused_model", "chat_template.jinja",
+        "Kavishankarks/USC-Lora-Fine-Tuning@12e16ccf7c4f3eff8e87bb122f27379bc5d4c43e:lora_fused_model"),
 }
 
 

@@ -103,6 +103,10 @@ class Variant:
     fixed_revisions: frozenset[str] = frozenset()
     # sha256 of revisions newer than the pinned canonical one (never "updated" to the older text).
     later_revisions: frozenset[str] = frozenset()
+    # sha256 of the templates of other releases of the variant's weights, each its own format rather than a
+    # date of the canonical one (Qwen2-Instruct's ChatML under Qwen2.5; Llama Guard 2's safety prompt under
+    # Llama 3): never "updated" to the canonical text either.
+    other_releases: frozenset[str] = frozenset()
     # The decoding defaults its upstream generation_config.json ships ({"do_sample": true,
     # "temperature": 0.6, ...}, and "source": the file they come from), when recorded.
     sampling: dict[str, Any] = field(default_factory=dict)
@@ -285,6 +289,8 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
                                   if isinstance(r, dict) and r.get("fixed_by")),
         later_revisions=frozenset(r["sha256"] for r in data.get("template_revisions", ())
                                   if isinstance(r, dict) and r.get("later")),
+        other_releases=frozenset(r["sha256"] for r in data.get("template_revisions", ())
+                                 if isinstance(r, dict) and r.get("other_release")),
         sampling=dict(data.get("sampling", {})),
         upstream_pad_token=_upstream_pad_token(data),
     )

@@ -386,7 +386,7 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         # after the repo that shipped it; the canonical one is offered only when it is the
         # same model's (R1's January template is not an earlier R1-Distill template).
         own_repo = variant.revision_notes.get(analysis.sha256, (None, ""))[0]
-        later = analysis.sha256 in variant.later_revisions
+        later = analysis.sha256 in variant.later_revisions or analysis.sha256 in variant.other_releases
         yield self.finding(
             repo,
             f"the chat template is {variant.template_name(analysis.sha256)}, not the "

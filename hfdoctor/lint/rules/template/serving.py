@@ -101,7 +101,10 @@ def generation_prompt_noop(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         "the model writes it itself or continues the user's turn. Emit the header in `{% if add_generation_prompt %}`."
         + (f" (Its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added: no upstream template of "
            "that format is known here to tell whether it is its release's design.)" if own else ""),
-        file=source.file, pointer=source.pointer, facets=[Facet(FacetKind.CHAT_ONLY), Facet(FacetKind.TEMPLATE_BEHAVIOUR)],
+        file=source.file, pointer=source.pointer,
+        # Only the exact upstream template (Llama Guard 2's, which always ends with [/INST]) is named as a
+        # design here: a family template that merely ignores the flag (Llama 2's) has no header to miss.
+        facets=[Facet(FacetKind.CHAT_ONLY), *behaviour_facets(repo, analysis, lambda upstream: False)],
         severity=Severity.INFO if own else None,
     )
 
