@@ -119,6 +119,19 @@ def _own_model_config(repo: ModelRepo, config: dict) -> bool:
     return not any(map(_transformers_weight, repo.files))
 
 
+# Meta's params.json keys (llama's reference code), which mlx-examples' Llama and from-scratch tutorials write
+# into a config.json; transformers' LlamaConfig names them hidden_size, num_hidden_layers, num_attention_heads.
+META_PARAMS_KEYS = ("dim", "n_layers", "n_heads")
+
+
+def _meta_params_config(repo: ModelRepo, config: dict) -> bool:
+    """config.json in Meta's reference format (dim, n_layers, n_heads; none of transformers' names for them), with
+    no transformers weight file in the folder."""
+    return all(k in config for k in META_PARAMS_KEYS) and not any(
+        k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")) and not any(
+        map(_transformers_weight, repo.files))
+
+
 def _positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -152,7 +165,9 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     none of transformers' keys and no transformers weight file beside it (a GPT written in plain
     PyTorch saving embed_dim and num_layers beside model.pt) is that model's own: info; so is one
     without `architectures` whose model_type no transformers release knows and no auto_map names
-    (nanoGPT's `"model_type": "gpt"`).
+    (nanoGPT's `"model_type": "gpt"`), and one in Meta's reference format (dim, n_layers, n_heads,
+    as mlx-examples' Llama code and from-scratch tutorials write it, with a model_type) beside no
+    transformers weight file.
     """
     config = repo.config
     if config is None:
@@ -185,7 +200,18 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     stub_is_fine = not full_model and (
         repo.is_adapter or bool(repo.weight_files) and all(f.endswith(".gguf") for f in repo.weight_files))
     if architectures is None or architectures == []:
-        if known is None and "auto_map" not in config:
+        if _meta_params_config(repo, config):
+            # Meta's reference params.json keys (dim, n_layers, n_heads), as mlx-examples' Llama code and
+            # from-scratch tutorials write them with a model_type: that code's config, not transformers'.
+            yield self.finding(
+                repo,
+                f"config.json holds Meta's reference keys (dim, n_layers, n_heads) with model_type {model_type!r}, "
+                "not transformers' (hidden_size, num_hidden_layers), and no transformers weight file is beside it: "
+                "it is the config of Meta's reference code or mlx-examples' Llama format, which transformers does "
+                "not load; hfdoctor does not check it as a transformers config.",
+                file="config.json", severity=Severity.INFO,
+            )
+        elif known is None and "auto_map" not in config:
             # No transformers release knows this model_type and no code of the repository names one:
             # the config of another library (nanoGPT's model_type "gpt"), which `architectures` cannot help.
             yield self.finding(
