@@ -77,27 +77,8 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if config is None:
         return
     yield from _rope_problems(repo, self, config)
-    if config.get("use_cache") is False and config_is_the_bases(repo):
-        # Unsloth writes the base's config.json (use_cache false from training) into the LoRA folder; every
-        # loader of that folder builds the base named in adapter_config.json from the base's own files.
-        yield self.finding(
-            repo, "config.json says use_cache: false, but it sits beside a PEFT adapter whose base is "
-            f"{repo.adapter_config['base_model_name_or_path']!r}: transformers, PEFT and vLLM build that base from its own config.json and "
-            "generation_config.json, so this value never reaches generate().",
-            file="config.json", pointer="/use_cache", severity=Severity.INFO)
-    elif config.get("use_cache") is False:
-        edit = json_set_value(repo, "config.json", "/use_cache", True)
-        no_gen = repo.generation_config is None and "generation_config.json" not in repo.problems
-        yield self.finding(
-            repo,
-            "config.json says use_cache: false (left from training with gradient checkpointing?)"
-            + (": with no generation_config.json, transformers' generate() runs without a KV cache and recomputes "
-               "the whole sequence for every token" if no_gen else
-               ": forward passes that do not pass use_cache return no KV cache")
-            + ". Set it to true; outputs do not change.",
-            file="config.json", pointer="/use_cache", severity=Severity.WARNING if no_gen else Severity.INFO,
-            fix=Fix("set use_cache: true in config.json", (edit,)) if edit else None,
-        )
+    if config.get("use_cache") is False:
+        yield _use_cache_off(repo, self)
     view = repo_weights(repo)
     tensors = view.main_tensors()
     if not tensors or config.get("quantization_config") or config.get("quantization"):
@@ -106,6 +87,30 @@ def config_inconsistent(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if view.complete:
         yield from _tied_head_problem(repo, self, config, tensors)
 
+
+def _use_cache_off(repo: ModelRepo, self: Rule) -> Finding:
+    """use_cache: false in config.json: a training leftover that slows generate(), unless no loader reads this
+    config.json (the base's, saved beside a PEFT adapter)."""
+    if config_is_the_bases(repo):
+        # Unsloth writes the base's config.json (use_cache false from training) into the LoRA folder; every
+        # loader of that folder builds the base named in adapter_config.json from the base's own files.
+        return self.finding(
+            repo, "config.json says use_cache: false, but it sits beside a PEFT adapter whose base is "
+            f"{repo.adapter_config['base_model_name_or_path']!r}: transformers, PEFT and vLLM build that base from "
+            "its own config.json and generation_config.json, so this value never reaches generate().",
+            file="config.json", pointer="/use_cache", severity=Severity.INFO)
+    edit = json_set_value(repo, "config.json", "/use_cache", True)
+    no_gen = repo.generation_config is None and "generation_config.json" not in repo.problems
+    return self.finding(
+        repo,
+        "config.json says use_cache: false (left from training with gradient checkpointing?)"
+        + (": with no generation_config.json, transformers' generate() runs without a KV cache and recomputes "
+           "the whole sequence for every token" if no_gen else
+           ": forward passes that do not pass use_cache return no KV cache")
+        + ". Set it to true; outputs do not change.",
+        file="config.json", pointer="/use_cache", severity=Severity.WARNING if no_gen else Severity.INFO,
+        fix=Fix("set use_cache: true in config.json", (edit,)) if edit else None,
+    )
 
 
 def _rope_problems(repo: ModelRepo, self: Rule, config: dict[str, Any]) -> Iterator[Finding]:

@@ -315,8 +315,6 @@ def eos_not_stop_id(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     eos = repo.special_token("eos_token")
     eos_id = repo.token_id(eos) if eos else None
     if eos_id is not None and repo.eos_ids and eos_id not in repo.eos_ids:
-        upstream = _upstream_generation_eos(repo) if repo.eos_ids_source == "generation_config.json" else None
-        inherited = upstream is not None and set(repo.eos_ids) == set(upstream[0])
         if repo.eos_ids_source == "config.json" and repo.generation_config is None and config_is_the_bases(repo):
             yield self.finding(
                 repo,
@@ -325,6 +323,8 @@ def eos_not_stop_id(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 "config.json and generation_config.json, so this file never says where the adapter's replies end.",
                 file="config.json", pointer="/eos_token_id", severity=Severity.INFO)
             return
+        upstream = _upstream_generation_eos(repo) if repo.eos_ids_source == "generation_config.json" else None
+        inherited = upstream is not None and set(repo.eos_ids) == set(upstream[0])
         yield self.finding(
             repo,
             f"the tokenizer's eos_token {eos!r} is id {eos_id}, but {repo.eos_ids_source} stops on "
