@@ -9,7 +9,6 @@ skipped. Nothing here ever writes, executes repository code, or reads tensor dat
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from hfdoctor.repo.file_names import is_training_state
 from hfdoctor.repo.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
 from hfdoctor.repo.card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
 from hfdoctor.repo.facts import Facts
+from hfdoctor.repo.values import FileProblem, TemplateSource, int_values, as_id_list, token_content  # noqa: F401
 from hfdoctor.bounded.parsing import ParseError, load_json
 from hfdoctor.sources.base import WEIGHT_SUFFIXES, Entry, Source, Unreadable
 from hfdoctor.sources.local import LocalSource
@@ -40,6 +40,8 @@ METADATA_JSON_FILES = (
     "adapter_config.json",
 )
 ADAPTER_CONFIG = "adapter_config.json"
+# ONNX Runtime GenAI's own config (its runtime reads the stop ids and search options there).
+GENAI_CONFIG = "genai_config.json"
 # Keys an adapter trainer writes into adapter_config.json: PEFT's, mlx-lm's, AdapterHub's, a JAX export's.
 ADAPTER_KEYS = frozenset({"peft_type", "r", "lora_alpha", "target_modules", "base_model_name_or_path", "task_type",
                           "rank", "alpha", "lora_rank", "lora_parameters", "fine_tune_type", "model", "base_model",
@@ -49,57 +51,6 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/"
 LFS_POINTER_MAX_BYTES = 1024
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
-
-
-@dataclass(frozen=True)
-class FileProblem:
-    file: str
-    message: str
-    line: int | None = None
-    kind: str = "unreadable"  # unreadable | outside (a symlink leaving the repository)
-
-
-@dataclass(frozen=True)
-class TemplateSource:
-    """One chat template as it is stored in the repo."""
-
-    name: str  # "default", "tool_use", or the name under additional_chat_templates/
-    file: str  # relative path of the file that holds it
-    pointer: str | None  # JSON pointer inside `file` for JSON files, None for .jinja
-    text: str
-
-    @property
-    def where(self) -> str:
-        if self.pointer and not self.pointer.startswith("/"):  # a GGUF metadata key
-            return f"{self.file} ({self.pointer})"
-        return f"{self.file}{self.pointer or ''}"
-
-
-def token_content(value: Any) -> str | None:
-    """A special token as written in tokenizer_config.json: a string or an AddedToken dict."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return value["content"]
-    return None
-
-
-def _int_values(mapping: dict[str, Any]) -> dict[str, int]:
-    """The entries whose value is an int; the common all-int case without a Python loop."""
-    if set(map(type, mapping.values())) <= {int}:
-        return mapping
-    return {k: v for k, v in mapping.items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
-def as_id_list(value: Any) -> list[int]:
-    """eos_token_id and friends are an int, a list of ints, or null."""
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, list):
-        return [v for v in value if isinstance(v, int) and not isinstance(v, bool)]
-    return []
 
 
 class ModelRepo:
@@ -333,14 +284,14 @@ class ModelRepo:
             model = tok.get("model") if isinstance(tok.get("model"), dict) else {}
             base = model.get("vocab")
             if isinstance(base, dict):
-                vocab.update(_int_values(base))
+                vocab.update(int_values(base))
             elif isinstance(base, list):  # Unigram: [[piece, score], ...]
                 vocab.update({p[0]: i for i, p in enumerate(base) if isinstance(p, list) and p and isinstance(p[0], str)})
             vocab.update({token: token_id for token_id, token in self.tokenizer_json_added.items()})
             return vocab or None
         base_vocab = self.json_object("vocab.json")
         if isinstance(base_vocab, dict):
-            vocab.update(_int_values(base_vocab))
+            vocab.update(int_values(base_vocab))
         added = self.json_object("added_tokens.json")
         if isinstance(added, dict):
             vocab.update({k: v for k, v in added.items() if isinstance(v, int)})
@@ -405,19 +356,26 @@ class ModelRepo:
     @property
     def eos_ids(self) -> list[int]:
         """The ids that stop generation: generation_config.json's, else config.json's."""
-        gen = self.generation_config
-        if gen is not None and "eos_token_id" in gen:
-            return as_id_list(gen["eos_token_id"])
-        if self.config is None and self.gguf_tokenizer is not None:
-            return list(self.gguf_tokenizer.stop_ids)
-        return as_id_list((self.config or {}).get("eos_token_id"))
+        return self._stop_ids[0]
 
     @property
     def eos_ids_source(self) -> str:
+        return self._stop_ids[1]
+
+    @cached_property
+    def _stop_ids(self) -> tuple[list[int], str]:
+        """(ids, the file that names them): generation_config.json, else config.json; a GGUF's
+        without a config; ONNX Runtime GenAI's genai_config.json, which its runtime reads instead."""
         gen = self.generation_config
         if gen is not None and "eos_token_id" in gen:
-            return "generation_config.json"
-        return self.gguf_tokenizer.file if self.config is None and self.gguf_tokenizer is not None else "config.json"
+            return as_id_list(gen["eos_token_id"]), "generation_config.json"
+        if self.config is None and self.gguf_tokenizer is not None:
+            return list(self.gguf_tokenizer.stop_ids), self.gguf_tokenizer.file
+        ids = as_id_list((self.config or {}).get("eos_token_id"))
+        genai = (self.json_object(GENAI_CONFIG) or {}).get("model") if not ids and self.exists(GENAI_CONFIG) else None
+        if isinstance(genai, dict) and "eos_token_id" in genai:
+            return as_id_list(genai["eos_token_id"]), GENAI_CONFIG
+        return ids, "config.json"
 
     # --- chat templates -----------------------------------------------------------
 

@@ -25,7 +25,10 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     How it is decided: the card's repo id is mapped to a family by name; the checkpoint's
     family comes from config.json, the tokenizer and the weights, not from the card.
     They must share an architecture. Same family but another size (card Qwen3-14B,
-    config of Qwen3-8B dimensions) is a warning.
+    config of Qwen3-8B dimensions) is a warning. A config whose model type (or text_config's)
+    is no family's that hfdoctor knows (an empty config.json beside ONNX Runtime GenAI's
+    genai_config.json, a vision-language or remote-code model built on the card's LLM) says
+    nothing against the card: only the tokenizer or the weights can, by naming another family.
 
     Example: fixtures/seed-incident, a Qwen3-8B fine-tune (config and tokenizer of
     Qwen3-8B) whose card says `base_model: meta-llama/Meta-Llama-3.1-8B`.
@@ -40,13 +43,16 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     if card is None or not card.metadata or config is None:
         return
     model_type = registry.config_value(config, "model_type")
+    text_config = config.get("text_config")
+    types = {t for t in (model_type, text_config.get("model_type") if isinstance(text_config, dict) else None)
+             if isinstance(t, str)}
     lineage = lineage_mod.detect(repo)
     fam = registry.family(lineage.family)
     for repo_id in lineage_mod.card_base_models(repo):
         named = registry.family_of_repo_id(repo_id)
-        if named is None:
+        if named is None or _unknown_type_agrees(types, lineage, named):
             continue
-        if model_type not in named.model_types:
+        if not types & set(named.model_types):
             detected = f"{fam.display} ({lineage.base_model or 'size unknown'})" if fam else f"model_type {model_type!r}"
             yield self.finding(
                 repo,
@@ -70,6 +76,20 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 file="README.md", pointer="/base_model", severity=Severity.WARNING,
                 fix=_base_model_fix(repo, lineage),
             )
+
+
+def _unknown_type_agrees(types: set[str], lineage: lineage_mod.Lineage, named: registry.Family) -> bool:
+    """config.json names no model type of a family hfdoctor knows (an empty config beside ONNX Runtime
+    GenAI's genai_config.json; a vision-language or custom model built on the card's LLM: llava,
+    qwen2_5_vl, remote code): the config is no evidence against the card, so only the tokenizer or
+    the weights can contradict it, and they do not when they name no family, the card's, or one
+    whose vocabulary the card's family shares."""
+    if types & {t for fam in registry.families() for t in fam.model_types}:
+        return False
+    said = [registry.family(key) for source, keys in lineage.by_source.items() if source != "card" for key in keys]
+    # a vocabulary several families share (Qwen2.5's and Qwen3's) names all of them
+    return not said or any(fam is named or fam is not None and set(fam.vocab_groups) & set(named.vocab_groups)
+                           for fam in said)
 
 
 def _base_model_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> Fix | None:

@@ -167,7 +167,8 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
     without `architectures` whose model_type no transformers release knows and no auto_map names
     (nanoGPT's `"model_type": "gpt"`), and one in Meta's reference format (dim, n_layers, n_heads,
     as mlx-examples' Llama code and from-scratch tutorials write it, with a model_type) beside no
-    transformers weight file.
+    transformers weight file. A config with no model_type whose auto_map names an AutoConfig class
+    is built by that remote class (remote-code reports what loading runs).
     """
     config = repo.config
     if config is None:
@@ -184,6 +185,9 @@ def config_architecture_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Findin
                 file="config.json", severity=Severity.INFO,
             )
             return
+        auto_map = config.get("auto_map")
+        if isinstance(auto_map, dict) and isinstance(auto_map.get("AutoConfig"), str):
+            return  # AutoConfig loads the remote class auto_map names, model_type or not (remote-code says so)
         yield self.finding(
             repo,
             "config.json has no `model_type`: AutoConfig cannot choose a config class, so "

@@ -9,7 +9,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list, json_set_value, json_set_values
 from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
-from hfdoctor.repo import ModelRepo, as_id_list
+from hfdoctor.repo import GENAI_CONFIG, ModelRepo, as_id_list
 from hfdoctor.repo.head import encoder_decoder
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
@@ -68,7 +68,9 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       eos_token_id misses the template's end of turn or the model reasons with upstream
       sampling (safe fix: create it with config.json's bos/eos/pad ids plus the template's
       end-of-turn id, nothing else). When config.json's eos ids already include the end of
-      turn, servers stop right without the file: nothing is reported;
+      turn, servers stop right without the file: nothing is reported; nor for an ONNX Runtime
+      GenAI export, whose runtime reads genai_config.json instead (eos-not-end-of-turn checks
+      its stop ids);
     - generation_config.json stops on the end-of-turn token but config.json's
       eos_token_id does not: mlx-lm before 0.30.1 never stops (info: current engines read
       generation_config.json; safe fix: add the id to config.json);
@@ -103,6 +105,8 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     reasoning = variant is not None and variant.thinking in ("hybrid", "always") and sampling.get("do_sample") is True
     gen = repo.generation_config
     if gen is None:
+        if repo.eos_ids_source == GENAI_CONFIG:
+            return  # ONNX Runtime GenAI reads its stop ids and search options from genai_config.json
         cfg_eos = as_id_list(config.get("eos_token_id"))
         # Harm only when config.json's eos misses the end of turn, or greedy decoding loops a reasoning model.
         harm = (stop is not None and stop[1] not in cfg_eos) or reasoning
