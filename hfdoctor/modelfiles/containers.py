@@ -46,11 +46,16 @@ class ContainerError(Exception):
     """The container cannot be read (damaged, an unsupported method, over a bound)."""
 
 
+class TruncatedZip(ContainerError):
+    """A zip archive with no end record: every zip reader, torch's included, refuses it."""
+
+
 @dataclass
 class Member:
     name: str
     data: bytes | None  # None: not read (the reason is in `problem`)
     problem: str | None = None
+
 
 
 def escapes(name: str) -> bool:
@@ -82,8 +87,13 @@ def zip_entries(handle: IO[bytes]) -> list[ZipEntry]:
             # directory of millions of entries (a few MB gzipped) is gigabytes of them.
             raise ContainerError(f"the zip archive's central directory is {end[zipfile._ECD_SIZE]:,} bytes, more "
                                  f"than the {MAX_MEMBERS:,} members hfdoctor opens can need")
+        if end is None:  # no end record: torch's reader (miniz) finds no central directory either
+            raise TruncatedZip("the zip archive is damaged: it has no end record (cut short?), so no reader, "
+                               "torch.load's included, can list its members")
         handle.seek(0)
         infos = zipfile.ZipFile(handle).infolist()
+    except TruncatedZip:
+        raise
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as err:
         raise ContainerError(f"the zip archive is damaged: {err}") from None
     if len(infos) > MAX_MEMBERS:

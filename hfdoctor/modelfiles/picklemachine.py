@@ -260,6 +260,7 @@ class _Machine:
                 for key, value in zip(items[::2], items[1::2]):
                     self.set_item(self.stack[-1], key, value)
         elif name in ("PERSID", "BINPERSID"):
+            self.scan.persistent_ids += 1
             if name == "BINPERSID":
                 self.pop()
             self.push(_Value("<persistent>"))

@@ -65,6 +65,20 @@ class PickleScan:
     # external data): the rules check that each stays inside the repository
     reaches: list[str] = field(default_factory=list)
     deadline: float | None = None  # monotonic time after which the walk stops
+    # persistent ids loaded (torch's storages: every tensor of a torch.save file is one): a
+    # complete scan with none, and no import, holds no tensor at all (an empty state dict)
+    persistent_ids: int = 0
+    # the file itself is a zip archive cut short (no end record): torch.load cannot read it at all
+    truncated_zip: bool = False
+
+    @property
+    def holds_no_tensor(self) -> bool:
+        """A torch.save file (zip or legacy pickle) read to its end that loads no storage and imports
+        nothing but a dict type: an empty state dict (PEFT's 443-byte adapter_model.bin). Every
+        tensor needs a persistent id (a storage) or a rebuild function it imports."""
+        return (self.kind in ("zip", "pickle") and not self.problems and not self.unproven and not self.nested
+                and not self.embedded and self.persistent_ids == 0 and self.calls == []
+                and all(i.dotted in ("collections.OrderedDict", "builtins.dict") for i in self.imports))
 
     def record(self, call: Call) -> None:
         if len(self.calls) < MAX_CALLS:

@@ -8,24 +8,23 @@ SavedModel PyFunc ops. A file is told by its content (magic bytes) first and its
 second, so a pickle named .zip or a zip named .bin is what it is.
 
 Container tricks are judged as the loader that opens the file would see them:
-- torch.load takes a file for a zip only when it starts with a zip local header; a pickle
-  placed in front of a zip (the central directory at the end still reads as a zip) is
-  unpickled from byte 0: that front pickle is scanned as what runs, and the zip as well;
-- zip members are read from their local headers, whatever the central directory's name,
-  the CRC or the encryption flag say (torch ignores all three);
-- a legacy torch tar file's members are all unpickled, so all are scanned;
-- `torch.storage._load_from_bytes(b'...')` is torch.load(weights_only=False) of its
-  argument: that argument is scanned as a file of its own, and what it imports counts;
-- a pickle stored as data (raw bytes, base64 or hex in a string) runs only if something
-  unpickles that field later: it is scanned apart and reported, not counted as running.
+- torch.load takes a file for a zip only when it starts with a zip local header; a pickle placed
+  in front of a zip (whose central directory, at the end, still reads as a zip) is unpickled
+  from byte 0: that front pickle is scanned as what runs, and the zip as well;
+- zip members are read from their local headers, whatever the central directory's name, the
+  CRC or the encryption flag say (torch ignores all three); a legacy torch tar's are all scanned;
+- `torch.storage._load_from_bytes(b'...')` is torch.load(weights_only=False) of its argument:
+  that argument is scanned as a file of its own, and what it imports counts;
+- a pickle stored as data (raw bytes, base64 or hex in a string) runs only if something unpickles
+  that field later: it is scanned apart and reported, not counted as running.
 
 Everything is read in memory, never extracted, within the file's pickle budget, its
 in-memory allowance (MAX_IN_MEMORY: decompressed streams, nested archives and 7z folders
 together, so nesting cannot multiply it), a depth of MAX_DEPTH (archives and nested loads
 alike), and the repository's byte budget and deadline. Where a bound or unreadable
 container content stops the scan of what holds or may hold a pickle, the scan says so in
-`unproven`, and the file is not proven safe (an error, never a warning). Scans are cached by content identity (an inode, a
-git blob, an LFS object): sixteen hard links to one file are one scan.
+`unproven`, and the file is not proven safe (an error, never a warning). Scans are cached by
+content identity (an inode, a git blob, an LFS object): sixteen hard links are one scan.
 """
 
 from __future__ import annotations
@@ -139,8 +138,9 @@ class _Scanner:
     def zip(self, handle: IO[bytes], name: str, where: str | None, depth: int) -> None:
         try:
             entries = containers.zip_entries(handle)
-        except ContainerError as err:  # torch's own zip reader may read what zipfile refuses
+        except ContainerError as err:  # torch's own zip reader may read what zipfile refuses (not a cut-short one)
             self.unproven(where or self.scan.file, str(err))
+            self.scan.truncated_zip |= isinstance(err, containers.TruncatedZip) and where is None
             return
         if self.scan.kind in ("not-pickle", "pickle"):
             self.scan.kind = "zip"

@@ -44,6 +44,11 @@ CHECKPOINT_DIR = patterns.compile(r"checkpoint-\d+")
 LOCAL_FOLDER_NAME = patterns.compile(
     r"(?i)^(checkpoint-\d+|(base|final|merged|lora|sft|dpo|trained|fine_?tuned|pretrained|hf|saved|best|output)"
     r"[_-]?(model|models|adapter|output|outputs|checkpoint|dir)?|.+[_-](model|adapter|output|outputs|checkpoint|ckpt))$")
+# Families released after the Hub required an organisation in every new repository id: a bare
+# "gemma3-270m" or "Llama-3.2-1B-Instruct" is the folder a trainer downloaded the model into.
+MODERN_FAMILY_NAME = patterns.compile(
+    r"(?i)(llama|gemma|qwen|qwq|mistral|mixtral|ministral|smollm|deepseek|granite|olmo|internlm|chatglm|starcoder"
+    r"|phi-?[1-4]|falcon|hunyuan|nemotron|gpt-oss|command-r|lfm2|mimo|exaone|baichuan|yi-\d)")
 REPO_ID = patterns.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[A-Za-z0-9][\w.\-]{0,95})?$")
 
 
@@ -264,7 +269,8 @@ def local_path(value: str) -> bool:
     if len(parts) > 2 or not REPO_ID.match(value):
         return True
     if len(parts) == 1:
-        return parts[0].lower() in LOCAL_ROOTS or LOCAL_FOLDER_NAME.fullmatch(parts[0]) is not None
+        return (parts[0].lower() in LOCAL_ROOTS or LOCAL_FOLDER_NAME.fullmatch(parts[0]) is not None
+                or MODERN_FAMILY_NAME.search(parts[0]) is not None)
     return parts[0].lower() in LOCAL_ROOTS or CHECKPOINT_DIR.fullmatch(parts[1]) is not None
 
 

@@ -8,6 +8,7 @@ picklescan, and runs over the peers' own published test files when given a check
 
 from __future__ import annotations
 
+import collections
 import json
 from pathlib import Path
 
@@ -74,3 +75,19 @@ def test_the_corpus_covers_every_class(corpus):
     for trick in ("pickle-before-zip", "zip-bad-crc", "zip-name-mismatch", "pth-tar-legacy", "load-from-bytes",
                   "frame-split", "legacy-torch-later-stream", "training-args", "sklearn-forest", "builtins-len"):
         assert trick in names
+
+
+def test_an_empty_state_dict_holds_no_tensor_and_a_real_one_does(tmp_path):
+    """torch.save({}) (zip and legacy formats: PEFT's 443-byte adapter_model.bin) loads no storage;
+    a state dict of one tensor loads one, and an OrderedDict of none is still empty."""
+    torch = pytest.importorskip("torch")
+    from hfdoctor.modelfiles.scan import scan_file
+
+    cases = {"zip.bin": ({}, True), "legacy.bin": ({}, False), "ordered.bin": (collections.OrderedDict(), True),
+             "tensor.bin": ({"lora_A.weight": torch.zeros(2, 3)}, True)}
+    for name, (state, zip_format) in cases.items():
+        torch.save(state, tmp_path / name, _use_new_zipfile_serialization=zip_format)
+        scan = scan_file(tmp_path / name)
+        assert scan.holds_no_tensor is (name != "tensor.bin"), (name, scan)
+    (tmp_path / "cut.bin").write_bytes((tmp_path / "tensor.bin").read_bytes()[:600])
+    assert scan_file(tmp_path / "cut.bin").truncated_zip and not scan_file(tmp_path / "tensor.bin").truncated_zip

@@ -24,7 +24,8 @@ CASE_KEYS = {"name", "why", "base", "patch", "expect"}
 EXPECT_KEYS = {"code", "count", "severity", "file", "line", "pointer", "pointer_prefix", "fix", "fix_title",
                "message_contains", "severity_reason"}
 REQUIRED_EXPECT_KEYS = ("severity", "file", "fix")  # and pointer or pointer_prefix
-PATCH_VERBS = {"set", "remove", "replace", "keep_before", "append", "write", "copy_from", "delete", "truncate"}
+PATCH_VERBS = {"set", "remove", "replace", "keep_before", "append", "write", "write_hex", "copy_from", "delete",
+               "truncate"}
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ def apply(op: dict[str, Any], folder: Path) -> None:
         path.unlink()
     elif "write" in op:
         replace_file(path, op["write"].encode("utf-8"))
+    elif "write_hex" in op:  # a small binary file (a safetensors header), its bytes in hex
+        replace_file(path, bytes.fromhex(op["write_hex"]))
     elif "copy_from" in op:
         assert "community" not in op["copy_from"], "copy_from reads a folder: upstream or fixture"
         replace_file(path, (base_folder(op["copy_from"]) / op["file"]).read_bytes())
