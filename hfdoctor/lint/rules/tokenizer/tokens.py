@@ -206,7 +206,9 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Severity: error for a chat model, warning when the repository shows no chat evidence,
     info for a checkpoint that says it is pre-trained (a base model: its template is for
-    the fine-tunes built on it, and it is not served as a chat model), and info when no file
+    the fine-tunes built on it, and it is not served as a chat model) or was trained from a
+    pre-trained release and shows no chat evidence (the release's own pairing of its
+    end-of-text stop with its stock template, kept), and info when no file
     names a model family hfdoctor knows (an xGen-MM or Molmo copy): whether that release
     ships its stop ids and template this way cannot be told from the folder.
 
@@ -280,15 +282,21 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     # No file names a family hfdoctor knows (xGen-MM, Molmo): whether the release itself ships its stop ids
     # and template this way, or the publisher changed them, cannot be told, so the disagreement is info.
     unknown_release = fam is None
+    # Trained from a pre-trained release (Qwen2.5-3B), which pairs its end-of-text stop with a stock
+    # ChatML template, and nothing here shows chat training: the release's own pairing, kept.
+    # (A checkpoint that is itself pre-trained is the severity policy's, which says so.)
+    pretrained = not chat and lineage_mod.detect(repo).stage != "pretrained" and _from_a_pretrained_release(repo)
     yield self.finding(
         repo,
         f"the chat template ends each assistant turn with {found.token!r} (id {found.token_id}), but {source} "
         f"stops generation on {names}: replies will run past the end of the turn until max_tokens. "
         f"Add {found.token_id} to {source}'s eos_token_id."
         + (" No file here names a model family hfdoctor knows, so it cannot tell whether the release itself ships "
-           "these files this way: compare them with the release's own." if unknown_release else ""),
+           "these files this way: compare them with the release's own." if unknown_release else
+           " It was trained from a pre-trained release, which pairs these stop ids with its stock template, and "
+           "nothing here shows chat training: add the id if it was trained to chat." if pretrained else ""),
         file=source, pointer=_eos_pointer(source),
-        severity=Severity.INFO if unknown_release else Severity.ERROR if chat else Severity.WARNING,
+        severity=Severity.INFO if unknown_release or pretrained else Severity.ERROR if chat else Severity.WARNING,
         fix=_add_eos_fix(repo, source, found.token_id), facets=(Facet(FacetKind.CHAT_ONLY),),
     )
 
