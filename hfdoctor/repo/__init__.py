@@ -372,8 +372,11 @@ class ModelRepo:
         if self.config is None and self.gguf_tokenizer is not None:
             return list(self.gguf_tokenizer.stop_ids), self.gguf_tokenizer.file
         ids = as_id_list((self.config or {}).get("eos_token_id"))
-        genai = (self.json_object(GENAI_CONFIG) or {}).get("model") if not ids and self.exists(GENAI_CONFIG) else None
-        if isinstance(genai, dict) and "eos_token_id" in genai:
+        genai = (self.json_object(GENAI_CONFIG) or {}).get("model") if self.exists(GENAI_CONFIG) else None
+        # The runtime of an export with no transformers weights (config.json is the source model's, kept)
+        loaded_by_transformers = any(rel.rsplit("/", 1)[-1].startswith(("model", "pytorch_model"))
+                                     and rel.endswith((".safetensors", ".bin")) for rel in self.weight_files)
+        if isinstance(genai, dict) and "eos_token_id" in genai and (not ids or not loaded_by_transformers):
             return as_id_list(genai["eos_token_id"]), GENAI_CONFIG
         return ids, "config.json"
 
