@@ -72,14 +72,10 @@ def test_the_bar_holds(rows):
 def test_no_rule_under_the_precision_floor_stays_loud(rows):
     """The per-rule precision report (`python tests/corpus/community_bar.py`'s precision column): every rule's
     warnings and errors on the corpus are at least PRECISION_FLOOR (80%) judged true, snapshot-only aside. A rule
-    whose loud findings are mostly by design or false must say them at info. A rule a blind held-out set has
-    just put under the floor, not fixed yet, is listed in the judgments file's under_floor (reported, like
-    still_false); the listing is strict: once the rule is back over the floor it must come off the list."""
+    whose loud findings are mostly by design or false must say them at info."""
     under = {rule: f"{t} of {n} true" for rule, (t, n) in community_bar.rule_precision(rows).items()
              if n and t / n < community_bar.PRECISION_FLOOR}
-    known = set(JUDGED.get("under_floor", {}))
-    assert {rule: share for rule, share in under.items() if rule not in known} == {}
-    assert known <= set(under), f"back over the floor: take {sorted(known - set(under))} off under_floor"
+    assert under == {}
 
 
 def test_the_held_out_bar_holds(rows):

@@ -53,11 +53,15 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if named is None or _unknown_type_agrees(types, lineage, named):
             continue
         if not types & set(named.model_types):
-            detected = f"{fam.display} ({lineage.base_model or 'size unknown'})" if fam else f"model_type {model_type!r}"
+            said = {source: registry.family(keys[0]) for source, keys in lineage.by_source.items()
+                    if source != "card" and keys and registry.family(keys[0]) is not None}
+            detected = (f"{fam.display} ({lineage.base_model or 'size unknown'})" if fam
+                        else f"{next(iter(said.values())).display}" if said else f"model_type {model_type!r}")
+            evidence = ", ".join(lineage.evidence) if fam else ", ".join(said) or "config.json"
             yield self.finding(
                 repo,
                 f"the model card says base_model {repo_id} ({named.display}), but the checkpoint is {detected} "
-                f"by {', '.join(lineage.evidence) or 'config.json'}: the Hub model tree, license and the template "
+                f"by {evidence}: the Hub model tree, license and the template "
                 "and parser that platforms pick from it are wrong."
                 + (f" But the sources disagree ({lineage.conflict_text()}): find out which model this is before "
                    "changing the card." if lineage.disagree else

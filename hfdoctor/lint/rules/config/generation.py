@@ -10,6 +10,7 @@ from hfdoctor.chat.turns import turn_stop
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list, json_set_value, json_set_values
 from hfdoctor.findings import Applicability, Edit, Facet, FacetKind, Finding, Fix, Severity
 from hfdoctor.repo import GENAI_CONFIG, ModelRepo, as_id_list
+from hfdoctor.weights.quantized import declared as declared_quantization
 from hfdoctor.repo.head import encoder_decoder
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
@@ -70,7 +71,8 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
       end-of-turn id, nothing else). When config.json's eos ids already include the end of
       turn, servers stop right without the file: nothing is reported; nor for an ONNX Runtime
       GenAI export, whose runtime reads genai_config.json instead (eos-not-end-of-turn checks
-      its stop ids);
+      its stop ids); an MLX quantized conversion (only mlx-lm loads it, and mlx-lm takes
+      sampling from its caller) is asked for the file only for its stop ids;
     - generation_config.json stops on the end-of-turn token but config.json's
       eos_token_id does not: mlx-lm before 0.30.1 never stops (info: current engines read
       generation_config.json; safe fix: add the id to config.json);
@@ -108,10 +110,13 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         if repo.eos_ids_source == GENAI_CONFIG:
             return  # ONNX Runtime GenAI reads its stop ids and search options from genai_config.json
         cfg_eos = as_id_list(config.get("eos_token_id"))
+        # mlx-lm reads only eos_token_id from generation_config.json (mlx_lm/utils.py) and takes sampling
+        # from its caller, and only mlx-lm loads an MLX quantized conversion: sampling values change nothing.
+        mlx = (found := declared_quantization(config)) is not None and found.method == "mlx"
         # Harm only when config.json's eos misses the end of turn, or greedy decoding loops a reasoning model.
-        harm = (stop is not None and stop[1] not in cfg_eos) or reasoning
+        harm = (stop is not None and stop[1] not in cfg_eos) or (reasoning and not mlx)
         if chat and harm and (repo.weight_files or repo.weight_dirs):
-            yield _missing(repo, self, config, stop, sampling if reasoning else {})
+            yield _missing(repo, self, config, stop, sampling if reasoning and not mlx else {})
         return
     gen_eos, cfg_eos = as_id_list(gen.get("eos_token_id")), as_id_list(config.get("eos_token_id"))
     if stop is not None and stop[1] in gen_eos and "eos_token_id" in config and stop[1] not in cfg_eos:

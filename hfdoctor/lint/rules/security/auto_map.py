@@ -43,8 +43,8 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     and info when the model type is a family its maker publishes only as remote code
     (ChatGLM, Qwen 1, InternLM/InternLM2, MiMo, the first phi-1.5 releases; for an adapter
     with no config.json, the family its tokenizer's code names), or one no transformers
-    release knows at all (an architecture of its own): there is no other way to load it, by
-    its authors' design.
+    release knows at all (an architecture of its own; a config with no model_type whose
+    AutoConfig is the code's): there is no other way to load it, by its authors' design.
 
     Fix: none automatic; read the code before trusting it, pin `revision=`, or load the
     native transformers class (without trust_remote_code) when there is one.
@@ -97,6 +97,11 @@ def remote_code(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             # is for code a native class makes needless.
             facets = (Facet(FacetKind.UPSTREAM_DESIGN, f"model_type {model_type!r} exists only as this code: "
                                                        "transformers has no implementation of it"),)
+        elif rel == "config.json" and not model_type and other_model is None and "AutoConfig" in auto_map:
+            # No model_type at all: even the config class is the code's (LLaVA-OneVision-1.5), so nothing
+            # but the code can load it.
+            facets = (Facet(FacetKind.UPSTREAM_DESIGN, "config.json names no model_type and its config class is "
+                                                       "this code's: transformers has no implementation of it"),)
         auto_class, ref = refs[0]
         yield self.finding(
             repo,

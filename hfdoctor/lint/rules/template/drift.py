@@ -24,7 +24,9 @@ family's canonical upstream template, and every other template upstream publishe
   string of a Llama 3.x template.
 
 When the base a checkpoint was trained from cannot be read (an adapter naming a local folder,
-or none), which template its weights learnt cannot be known: a difference is info.
+or none), which template its weights learnt cannot be known: a difference is info. So it is when
+the model's own stop ids miss its template's end of turn: a pre-trained checkpoint or one trained
+from it (eos-not-end-of-turn reports the stop ids themselves).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.analysis import analyze
 from hfdoctor.chat.render_plan import TemplateAnalysis, render_key
+from hfdoctor.chat.turns import turn_stop
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.knowledge import registry
 from hfdoctor.knowledge.registry import Variant
@@ -79,6 +82,19 @@ def _pretrained_release(repo: ModelRepo, lineage: lineage_mod.Lineage) -> str | 
     if from_card and not all(_card_evidence(repo, fam, name) for name in names):
         return None
     return names[0]
+
+
+def _stops_before_no_turn_end(repo: ModelRepo) -> str | None:
+    """Why the weights' format cannot be the instruct release's when the model's own stop ids miss its
+    template's end of turn (a copy of the pre-trained SmolLM2-135M stopping on <|endoftext|> beside a
+    ChatML template): a pre-trained checkpoint, or one trained from it, learnt no chat format, and a
+    chat fine-tune that kept those ids is eos-not-end-of-turn's to report. Adapters stop as their base."""
+    stop = turn_stop(repo)
+    if repo.is_adapter or stop is None or not repo.eos_ids or stop[1] in repo.eos_ids:
+        return None
+    return (f"its {repo.eos_ids_source} stops only on {repo.eos_ids}, never on its template's end of turn "
+            f"{stop[0]!r} ({stop[1]}): a pre-trained checkpoint, or one trained from it, whose weights learnt no "
+            "instruct release's format (if it was chat-trained, eos-not-end-of-turn says what to fix)")
 
 
 def _card_evidence(repo: ModelRepo, fam: registry.Family, pretrained: str) -> bool:
@@ -413,7 +429,8 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     unsloth = _unsloth_template(repo, analysis)
     system = _only_the_default_system_differs(repo, analysis, upstreams[0].analysis)
     pretrained = _pretrained_release(repo, lineage)
-    if own or unknown or trained or chatml or unsloth or system or pretrained:
+    never_stops = None if pretrained else _stops_before_no_turn_end(repo)
+    if own or unknown or trained or chatml or unsloth or system or pretrained or never_stops:
         why = (f"its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added, so it was trained on "
                "its own format" if own else TRAINING_TEMPLATE if trained else TRL_CHATML if chatml
                else UNSLOTH if unsloth
@@ -422,6 +439,7 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                else f"it was trained from {pretrained}, a pre-trained {lineage.family_ref.display} release with no chat "
                "format of its own, so its weights learnt the template its own training used, not the instruct "
                "release's" if pretrained
+               else never_stops if never_stops
                else f"{unknown}, so which template its weights learnt cannot be known")
         yield self.finding(
             repo,

@@ -10,7 +10,7 @@ from hfdoctor.knowledge import registry
 from hfdoctor.chat.turns import end_of_turn
 from hfdoctor.lint.edits.json_edits import json_add_to_id_list
 from hfdoctor.findings import Edit, Facet, FacetKind, Finding, Fix, Severity
-from hfdoctor.repo import ModelRepo
+from hfdoctor.repo import GENAI_CONFIG, ModelRepo
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 
 
@@ -206,7 +206,9 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
 
     Severity: error for a chat model, warning when the repository shows no chat evidence,
     info for a checkpoint that says it is pre-trained (a base model: its template is for
-    the fine-tunes built on it, and it is not served as a chat model), and info when no file
+    the fine-tunes built on it, and it is not served as a chat model) or was trained from a
+    pre-trained release and shows no chat evidence (the release's own pairing of its
+    end-of-text stop with its stock template, kept), and info when no file
     names a model family hfdoctor knows (an xGen-MM or Molmo copy): whether that release
     ships its stop ids and template this way cannot be told from the folder.
 
@@ -268,7 +270,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 + ("replies run on past the answer until max_tokens. " if answer else
                    "after a tool call the model keeps generating instead of waiting for the result. ")
                 + f"Add {stop_id} to {source}'s eos_token_id (not <|end|>: it also closes the reasoning channel).",
-                file=source, pointer="/eos_token_id",
+                file=source, pointer=_eos_pointer(source),
                 severity=self.severity if answer else Severity.WARNING,
                 fix=_add_eos_fix(repo, source, stop_id), facets=(Facet(FacetKind.GENERATION),),
             )
@@ -280,15 +282,21 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     # No file names a family hfdoctor knows (xGen-MM, Molmo): whether the release itself ships its stop ids
     # and template this way, or the publisher changed them, cannot be told, so the disagreement is info.
     unknown_release = fam is None
+    # Trained from a pre-trained release (Qwen2.5-3B), which pairs its end-of-text stop with a stock
+    # ChatML template, and nothing here shows chat training: the release's own pairing, kept.
+    # (A checkpoint that is itself pre-trained is the severity policy's, which says so.)
+    pretrained = not chat and lineage_mod.detect(repo).stage != "pretrained" and _from_a_pretrained_release(repo)
     yield self.finding(
         repo,
         f"the chat template ends each assistant turn with {found.token!r} (id {found.token_id}), but {source} "
         f"stops generation on {names}: replies will run past the end of the turn until max_tokens. "
         f"Add {found.token_id} to {source}'s eos_token_id."
         + (" No file here names a model family hfdoctor knows, so it cannot tell whether the release itself ships "
-           "these files this way: compare them with the release's own." if unknown_release else ""),
-        file=source, pointer="/eos_token_id",
-        severity=Severity.INFO if unknown_release else Severity.ERROR if chat else Severity.WARNING,
+           "these files this way: compare them with the release's own." if unknown_release else
+           " It was trained from a pre-trained release, which pairs these stop ids with its stock template, and "
+           "nothing here shows chat training: add the id if it was trained to chat." if pretrained else ""),
+        file=source, pointer=_eos_pointer(source),
+        severity=Severity.INFO if unknown_release or pretrained else Severity.ERROR if chat else Severity.WARNING,
         fix=_add_eos_fix(repo, source, found.token_id), facets=(Facet(FacetKind.CHAT_ONLY),),
     )
 
@@ -331,11 +339,16 @@ def _adapter_turn_end(repo: ModelRepo, self: Rule, needed: tuple[str, ...], temp
     )
 
 
+def _eos_pointer(source: str) -> str:
+    """Where the stop ids are in the file that holds them (genai_config.json nests them under model)."""
+    return "/model/eos_token_id" if source == GENAI_CONFIG else "/eos_token_id"
+
+
 def _add_eos_fix(repo: ModelRepo, source: str, token_id: int) -> Fix | None:
     """The edit that appends `token_id` to eos_token_id, for a control token only."""
     if repo.id_to_token.get(token_id) not in repo.added_token_strings:
         return None  # never an ordinary piece of text as a stop id
-    edit: Edit | None = json_add_to_id_list(repo, source, "/eos_token_id", token_id)
+    edit: Edit | None = json_add_to_id_list(repo, source, _eos_pointer(source), token_id)
     if edit is None:
         return None
     return Fix(f"add {token_id} to {source} eos_token_id", (edit,))
