@@ -69,6 +69,7 @@ REVISIONS = {
     "08962c2f15d56767854b46dfc4070b37f4c443551833bba65b417191735f3187": "granite.granite-3.1-1b-a400m-instruct.jinja",
     "19121486b4909ef54df0b8e7088db446708085b0634cd1597a523eb3b025c6c5": "llama3.meta-llama-guard-2-8b.jinja",
     "793202280c0910ab26bc6eb57c8212c2417324c6d8c4efd0d10d59092ab3e3eb": "qwen2.5.qwen2-0.5b-instruct.jinja",
+    "268b6082ceb7176dc6ed80557a2f7837f9f0339592fbee677d405a553af15f88": "phi3.phi-3-mini-128k-instruct-onnx.jinja",
 }
 # Revisions no maker's folder here holds: the copy a fine-tune saved (slug, file, where it came from).
 REVISION_COPIES = {
@@ -95,6 +96,10 @@ REVISION_COPIES = {
     "793202280c0910ab26bc6eb57c8212c2417324c6d8c4efd0d10d59092ab3e3eb": (
         "Kavishankarks__USC-Lora-Fine-Tuning__lora_fused_model", "chat_template.jinja",
         "Kavishankarks/USC-Lora-Fine-Tuning@12e16ccf7c4f3eff8e87bb122f27379bc5d4c43e:lora_fused_model"),
+    # An ONNX Runtime GenAI app's copy of microsoft/Phi-3-mini-128k-instruct-onnx's tokenizer files.
+    "268b6082ceb7176dc6ed80557a2f7837f9f0339592fbee677d405a553af15f88": (
+        "vadymchyrka1003__OnnxPhi3Model-Swift", "tokenizer_config.json",
+        "vadymchyrka1003/OnnxPhi3Model-Swift@0d7089172276f982cb118222eefd17ec1fe547d4"),
 }
 
 

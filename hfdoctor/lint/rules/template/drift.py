@@ -15,7 +15,9 @@ family's canonical upstream template, and every other template upstream publishe
   template it trained with, so it is the fine-tune's own trained format too; so is TRL's stock
   ChatML, byte for byte (setup_chat_format installs it on the model it is about to train, and
   SmolLM's cosmo2-tokenizer ships the same text to models pre-trained with it); so is Unsloth's own
-  template (its header comment says so) on a checkpoint an Unsloth run, or a trainer, saved;
+  template (its header comment says so) on a checkpoint an Unsloth run, or a trainer, saved, and
+  the template an Unsloth run saved beside the Ollama Modelfile it wrote from it (its opening text
+  in both: an Alpaca preamble from Unsloth's notebooks);
 - a template that only renames the default system message (a fine-tune's own identity in place
   of "You are Qwen, created by Alibaba Cloud"): every turn marker, and every conversation that
   sends its own system message, renders as upstream's;
@@ -48,6 +50,7 @@ from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import TRAINING_TEMPLATE, default_template, training_template
 from hfdoctor.lint.rules.template.design import candidate_variants, upstream_templates
 from hfdoctor.repo import ModelRepo
+from hfdoctor.repo.modelfile import modelfile
 
 
 def _trained_from_another_format(repo: ModelRepo, lineage: lineage_mod.Lineage) -> bool:
@@ -130,8 +133,8 @@ def _unknown_base(repo: ModelRepo) -> str | None:
 TRL_CHATML_SHA256 = "153280e3ff55d19da1398bdb3914ee2a51b80429bfaedde11d7d216c39db80f3"
 TRL_CHATML = ("it is TRL's stock ChatML template (setup_chat_format installs it on the model it trains), "
               "so the checkpoint was trained on its own format")
-UNSLOTH = ("it is Unsloth's own template (its header comment says so), saved by the Unsloth run that trained this "
-           "checkpoint, so the checkpoint was trained on it")
+UNSLOTH = ("it is the template of the Unsloth run that saved this checkpoint (Unsloth's own, by its header comment, or "
+           "the one its Modelfile was written from), so the checkpoint was trained on it")
 
 
 def _only_the_date_differs(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
@@ -271,6 +274,18 @@ def _unsloth_template(repo: ModelRepo, analysis: TemplateAnalysis) -> bool:
     # Unsloth's template there came from the Unsloth base it loaded (a TRL GRPO run on gpt-oss).
     checkpoint = "trainer_state.json" in repo.files
     return marked and (trained or checkpoint)
+
+
+def _unsloth_export(repo: ModelRepo, analysis: TemplateAnalysis) -> bool:
+    """A checkpoint an Unsloth run saved (config.json's unsloth_version) with the Ollama Modelfile
+    Unsloth writes from the chat template the run trained with: the template's opening text (an
+    Alpaca preamble from Unsloth's notebooks) is in that Modelfile too, so the weights learnt it."""
+    config = repo.config or {}
+    found = modelfile(repo) if "unsloth_version" in config or "unsloth_fixed" in config else None
+    start = analysis.text.find("{{ '")
+    end = analysis.text.find("'", start + 4) if start != -1 else -1
+    opening = analysis.text[start + 4:end] if end != -1 else ""
+    return found is not None and len(opening) >= 20 and opening in (repo.text(found.file) or "")
 
 
 def _only_the_default_system_differs(repo: ModelRepo, ours: TemplateAnalysis, upstream: TemplateAnalysis) -> tuple[str, str] | None:
@@ -426,7 +441,7 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     unknown = _unknown_base(repo)
     trained = training_template(analysis)
     chatml = analysis.sha256 == TRL_CHATML_SHA256
-    unsloth = _unsloth_template(repo, analysis)
+    unsloth = _unsloth_template(repo, analysis) or _unsloth_export(repo, analysis)
     system = _only_the_default_system_differs(repo, analysis, upstreams[0].analysis)
     pretrained = _pretrained_release(repo, lineage)
     never_stops = None if pretrained else _stops_before_no_turn_end(repo)
