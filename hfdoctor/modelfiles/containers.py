@@ -57,7 +57,6 @@ class Member:
     problem: str | None = None
 
 
-
 def escapes(name: str) -> bool:
     """A member name that extraction would write outside the target directory."""
     parts = name.replace("\\", "/").split("/")
@@ -92,8 +91,6 @@ def zip_entries(handle: IO[bytes]) -> list[ZipEntry]:
                                "torch.load's included, can list its members")
         handle.seek(0)
         infos = zipfile.ZipFile(handle).infolist()
-    except TruncatedZip:
-        raise
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError, RuntimeError) as err:
         raise ContainerError(f"the zip archive is damaged: {err}") from None
     if len(infos) > MAX_MEMBERS:

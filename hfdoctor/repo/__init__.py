@@ -15,7 +15,7 @@ from typing import Any
 
 from hfdoctor.bounded import jsontext
 from hfdoctor.bounded.budget import Budget
-from hfdoctor.repo.file_names import is_training_state
+from hfdoctor.repo.file_names import is_training_state, is_transformers_weight
 from hfdoctor.repo.gguf_tokenizer import GgufFiles, GgufTokenizer, read_gguf_files
 from hfdoctor.repo.card import FRONT_MATTER, Card, parse_card  # noqa: F401 (FRONT_MATTER: card edits)
 from hfdoctor.repo.facts import Facts
@@ -373,10 +373,10 @@ class ModelRepo:
             return list(self.gguf_tokenizer.stop_ids), self.gguf_tokenizer.file
         ids = as_id_list((self.config or {}).get("eos_token_id"))
         genai = (self.json_object(GENAI_CONFIG) or {}).get("model") if self.exists(GENAI_CONFIG) else None
-        # The runtime of an export with no transformers weights (config.json is the source model's, kept)
-        loaded_by_transformers = any(rel.rsplit("/", 1)[-1].startswith(("model", "pytorch_model"))
-                                     and rel.endswith((".safetensors", ".bin")) for rel in self.weight_files)
-        if isinstance(genai, dict) and "eos_token_id" in genai and (not ids or not loaded_by_transformers):
+        # The runtime's, when config.json names none or is the source model's kept beside an export that
+        # has no transformers weights.
+        if isinstance(genai, dict) and "eos_token_id" in genai and (
+                not ids or not any(map(is_transformers_weight, self.weight_files))):
             return as_id_list(genai["eos_token_id"]), GENAI_CONFIG
         return ids, "config.json"
 

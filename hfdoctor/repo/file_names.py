@@ -1,5 +1,5 @@
-"""What a file's name alone says it is: the Trainer's training state, or a copy saved under a
-browser-duplicate name that no loader reads.
+"""What a file's name alone says it is: the Trainer's training state, a weight file transformers
+writes, or a copy saved under a browser-duplicate name that no loader reads.
 
 Names are repository data: every pattern here runs in RE2.
 """
@@ -7,6 +7,15 @@ Names are repository data: every pattern here runs in RE2.
 from __future__ import annotations
 
 from hfdoctor.bounded import patterns
+
+# Weight files transformers' save_pretrained writes (sharded or not): a config beside none of them,
+# and with none of its keys, belongs to a model of another library or plain PyTorch (model.pt); an
+# export beside none of them is run by another runtime (ONNX Runtime GenAI).
+TRANSFORMERS_WEIGHTS = ("model.safetensors", "model-", "pytorch_model", "tf_model.h5", "flax_model.msgpack")
+
+
+def is_transformers_weight(rel: str) -> bool:
+    return rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS)
 
 # What transformers' Trainer (and accelerate, DeepSpeed) save beside a checkpoint to resume
 # training: the optimizer, scheduler, AMP scaler and RNG states, the pickled TrainingArguments

@@ -38,9 +38,9 @@ def saved_weight_problems(repo: ModelRepo, self: Rule, config: dict[str, Any], b
                 else "neither a pickle nor a torch zip archive")
         yield self.finding(repo, f"{rel} is {what}: PEFT reads adapter_model.bin with torch.load, which cannot read "
                            "it, so the adapter does not load. Upload the trained weights again.", file=rel)
-    if empty and len(empty) + len(unloadable) == len(files) + len(pickled):
-        yield _empty_weights(repo, self, empty)
-    if len(empty) + len(unloadable) == len(files) + len(pickled) and (empty or unloadable):
+    if (empty or unloadable) and len(empty) + len(unloadable) == len(files) + len(pickled):
+        if empty:  # and nothing else loads: no file holds a trained tensor
+            yield _empty_weights(repo, self, empty)
         return
     if not files:
         if not pickled and not view.pointers and not any(repo.is_adapter_file(f) for f in view.broken):

@@ -48,15 +48,16 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
              if isinstance(t, str)}
     lineage = lineage_mod.detect(repo)
     fam = registry.family(lineage.family)
+    # What the files other than the card say: the tokenizer's and the weights' families.
+    said = {source: fams for source, keys in lineage.by_source.items()
+            if source != "card" and (fams := [f for key in keys if (f := registry.family(key)) is not None])}
     for repo_id in lineage_mod.card_base_models(repo):
         named = registry.family_of_repo_id(repo_id)
-        if named is None or _unknown_type_agrees(types, lineage, named):
+        if named is None or _unknown_type_agrees(types, said, named):
             continue
         if not types & set(named.model_types):
-            said = {source: registry.family(keys[0]) for source, keys in lineage.by_source.items()
-                    if source != "card" and keys and registry.family(keys[0]) is not None}
             detected = (f"{fam.display} ({lineage.base_model or 'size unknown'})" if fam
-                        else f"{next(iter(said.values())).display}" if said else f"model_type {model_type!r}")
+                        else next(iter(said.values()))[0].display if said else f"model_type {model_type!r}")
             evidence = ", ".join(lineage.evidence) if fam else ", ".join(said) or "config.json"
             yield self.finding(
                 repo,
@@ -82,7 +83,7 @@ def base_model_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-def _unknown_type_agrees(types: set[str], lineage: lineage_mod.Lineage, named: registry.Family) -> bool:
+def _unknown_type_agrees(types: set[str], said: dict[str, list[registry.Family]], named: registry.Family) -> bool:
     """config.json names no model type of a family hfdoctor knows (an empty config beside ONNX Runtime
     GenAI's genai_config.json; a vision-language or custom model built on the card's LLM: llava,
     qwen2_5_vl, remote code): the config is no evidence against the card, so only the tokenizer or
@@ -90,10 +91,9 @@ def _unknown_type_agrees(types: set[str], lineage: lineage_mod.Lineage, named: r
     whose vocabulary the card's family shares."""
     if types & {t for fam in registry.families() for t in fam.model_types}:
         return False
-    said = [registry.family(key) for source, keys in lineage.by_source.items() if source != "card" for key in keys]
     # a vocabulary several families share (Qwen2.5's and Qwen3's) names all of them
-    return not said or any(fam is named or fam is not None and set(fam.vocab_groups) & set(named.vocab_groups)
-                           for fam in said)
+    return not said or any(fam is named or set(fam.vocab_groups) & set(named.vocab_groups)
+                           for fams in said.values() for fam in fams)
 
 
 def _base_model_fix(repo: ModelRepo, lineage: lineage_mod.Lineage) -> Fix | None:

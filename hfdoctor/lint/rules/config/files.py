@@ -7,7 +7,7 @@ import difflib
 from typing import Iterator
 
 from hfdoctor.knowledge import registry
-from hfdoctor.repo.file_names import browser_duplicate_of
+from hfdoctor.repo.file_names import browser_duplicate_of, is_transformers_weight
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.repo import METADATA_JSON_FILES, ModelRepo, remote_code
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
@@ -94,9 +94,6 @@ def _browser_duplicates(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-# Weight files transformers' save_pretrained writes (sharded or not): a config beside none of them,
-# and with none of its keys, belongs to a model of another library or plain PyTorch (model.pt).
-TRANSFORMERS_WEIGHTS = ("model.safetensors", "model-", "pytorch_model", "tf_model.h5", "flax_model.msgpack")
 
 
 def _adapter_beside_foreign_backbone(repo: ModelRepo) -> bool:
@@ -104,11 +101,7 @@ def _adapter_beside_foreign_backbone(repo: ModelRepo) -> bool:
     checkpoint dinov3_vits16_pretrain_lvd.pth beside a LoRA of it): that library's own code builds
     the backbone, and no config.json is read."""
     others = [rel for rel in repo.weight_files if not repo.is_adapter_file(rel)]
-    return repo.exists("adapter_config.json") and not any(map(_transformers_weight, others))
-
-
-def _transformers_weight(rel: str) -> bool:
-    return rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS)
+    return repo.exists("adapter_config.json") and not any(map(is_transformers_weight, others))
 
 
 def _own_model_config(repo: ModelRepo, config: dict) -> bool:
@@ -116,7 +109,7 @@ def _own_model_config(repo: ModelRepo, config: dict) -> bool:
     architectures, transformers_version or _name_or_path, and no transformers weight file in the folder."""
     if any(k in config for k in ("model_type", "architectures", "transformers_version", "_name_or_path", "auto_map")):
         return False
-    return not any(map(_transformers_weight, repo.files))
+    return not any(map(is_transformers_weight, repo.files))
 
 
 # Meta's params.json keys (llama's reference code), which mlx-examples' Llama and from-scratch tutorials write
@@ -129,7 +122,7 @@ def _meta_params_config(repo: ModelRepo, config: dict) -> bool:
     no transformers weight file in the folder."""
     return all(k in config for k in META_PARAMS_KEYS) and not any(
         k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")) and not any(
-        map(_transformers_weight, repo.files))
+        map(is_transformers_weight, repo.files))
 
 
 def _positive_int(value: object) -> bool:

@@ -113,10 +113,11 @@ def generation_config(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         # mlx-lm reads only eos_token_id from generation_config.json (mlx_lm/utils.py) and takes sampling
         # from its caller, and only mlx-lm loads an MLX quantized conversion: sampling values change nothing.
         mlx = (found := declared_quantization(config)) is not None and found.method == "mlx"
+        greedy_loops = reasoning and not mlx
         # Harm only when config.json's eos misses the end of turn, or greedy decoding loops a reasoning model.
-        harm = (stop is not None and stop[1] not in cfg_eos) or (reasoning and not mlx)
+        harm = (stop is not None and stop[1] not in cfg_eos) or greedy_loops
         if chat and harm and (repo.weight_files or repo.weight_dirs):
-            yield _missing(repo, self, config, stop, sampling if reasoning and not mlx else {})
+            yield _missing(repo, self, config, stop, sampling if greedy_loops else {})
         return
     gen_eos, cfg_eos = as_id_list(gen.get("eos_token_id")), as_id_list(config.get("eos_token_id"))
     if stop is not None and stop[1] in gen_eos and "eos_token_id" in config and stop[1] not in cfg_eos:

@@ -277,7 +277,8 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         return
     if found.token_id is None or found.token_id in eos_ids:
         return
-    fam = registry.family(lineage_mod.detect(repo).family)
+    lineage = lineage_mod.detect(repo)
+    fam = registry.family(lineage.family)
     chat = bool(lineage_mod.chat_evidence(repo, fam))
     # No file names a family hfdoctor knows (xGen-MM, Molmo): whether the release itself ships its stop ids
     # and template this way, or the publisher changed them, cannot be told, so the disagreement is info.
@@ -285,7 +286,7 @@ def eos_not_end_of_turn(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     # Trained from a pre-trained release (Qwen2.5-3B), which pairs its end-of-text stop with a stock
     # ChatML template, and nothing here shows chat training: the release's own pairing, kept.
     # (A checkpoint that is itself pre-trained is the severity policy's, which says so.)
-    pretrained = not chat and lineage_mod.detect(repo).stage != "pretrained" and _from_a_pretrained_release(repo)
+    pretrained = not chat and lineage.stage != "pretrained" and _from_a_pretrained_release(repo)
     yield self.finding(
         repo,
         f"the chat template ends each assistant turn with {found.token!r} (id {found.token_id}), but {source} "
