@@ -292,8 +292,9 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     different template is served prompts the base never saw, unless the fine-tune
     retrained on exactly the new format.
 
-    Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
-    `<|im_start|>user`. Upstream's own template of another date or release (Qwen3's April and
+    Example: a copy of Qwen3-8B's weights (no adapter, trainer files or trainer's card) whose
+    template writes `<|im_start|>user:` where Qwen3 writes `<|im_start|>user`; a LoRA whose
+    template prints `'<s>'[INST]`, quotes included. Upstream's own template of another date or release (Qwen3's April and
     May revisions; Meta-Llama-3-8B-Instruct's, under a Llama 3.1 lineage; Granite 3.1's, under
     Granite 3.3's) is info, not drift; so is Deep Cogito's template on cogito-v1-preview-qwen-14B,
     trained from the pre-trained Qwen2.5-14B.
