@@ -90,8 +90,8 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     generation_config.json names another pad id (a contradiction inside one repository), unless
     the release's own files name that same id beside the same pad (TinyLlama-Chat's
     generation_config.json: 0; SmolLM3-3B's config files: 128004): then the copy carries the
-    release's files as its makers published them, and no fix is offered. Nor when the upstream
-    named is the repository itself. Info, too, for a model that
+    release's files as its makers published them (the safe fix that makes the tokenizer agree is
+    still offered). Nor when the upstream named is the repository itself. Info, too, for a model that
     generates no text (an LLM2Vec encoder, a classifier): it has no end of turn to learn.
     """
     pad = repo.special_token("pad_token")
@@ -122,8 +122,6 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     by_design = upstream is not None and upstream[0] == pad and (not safe or own_contradiction)
     design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{release}: {upstream[1]} pads with {upstream[0]!r}"
                     + (" beside that other pad id" if safe else "")),) if by_design else ()
-    if own_contradiction and by_design:
-        fix = None  # the release's own files, as its makers published them: nothing for fix to change
     # Learning to stop is a problem of a model that generates: an encoder (an LLM2Vec embedder, a
     # classifier) has no end of turn to learn, and the policy says so at info.
     design += (Facet(FacetKind.GENERATION),)
