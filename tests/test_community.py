@@ -96,13 +96,13 @@ def test_every_pin_names_a_judgment_of_its_verdict():
 
 
 def test_the_corpus_is_stored_once_and_small():
-    """Each file's bytes are kept once (blob named by its sha256), the store stays under 98 MB, no
+    """Each file's bytes are kept once (blob named by its sha256), the store stays under 102 MB, no
     file of 4 MiB or more, and MANIFEST.tsv has one row per stored file. The limit grows with the
     held-out sets: each blind set's folders stay in the corpus (the fixes they led to are pinned on
-    them), so the store grows by a few MB per set; 98 MB leaves room for the twenty-fourth and later."""
+    them), so the store grows by a few MB per set; 102 MB leaves room for the twenty-sixth and later."""
     blobs = sorted(community_load.BLOBS.glob("*.xz"))
     assert sum(b.stat().st_size for b in blobs) + sum(
-        p.stat().st_size for p in community_load.COMMUNITY.glob("*/folder.json")) < 98_000_000
+        p.stat().st_size for p in community_load.COMMUNITY.glob("*/folder.json")) < 102_000_000
     referenced = set()
     rows = 0
     for slug in community_load.slugs():
