@@ -114,6 +114,9 @@ class Variant:
     # the family's other releases do not (TinyLlama-Chat pads with '</s>'; Llama-2-chat sets none):
     # (token, repo it was read from).
     upstream_pad_token: tuple[str, str] | None = None
+    # The other pad id that release's own config.json or generation_config.json names beside it
+    # (TinyLlama-Chat's generation_config.json: 0, <unk>), when it does.
+    upstream_config_pad_id: int | None = None
 
     def owns_repo_id(self, repo_id: str) -> bool:
         return any(re.search(p, repo_id, re.IGNORECASE) for p in self.repo_patterns)
@@ -163,6 +166,9 @@ class Family:
     # token (SmolLM3, DeepSeek-R1): (token, repo it was read from). That is upstream's
     # design, which pad-token-is-eos reports as info.
     upstream_pad_token: tuple[str, str] | None = None
+    # The other pad id the release's own config.json or generation_config.json names beside it
+    # (SmolLM3-3B's: 128004), when it does.
+    upstream_config_pad_id: int | None = None
     # The id of that pad token in the releases that set it, when other releases of the family
     # put the same token elsewhere and pad with another (Granite 3.x: <|end_of_text|> is 0;
     # Granite 4.0's is 100257 and pads with <|pad|>).
@@ -223,6 +229,12 @@ class Family:
         if self.upstream_pad_id is not None and token_id != self.upstream_pad_id:
             return None
         return self.upstream_pad_token
+
+    def config_pad_by_design(self, variant: Variant | None) -> int | None:
+        """The other pad id the release's own config files name beside the pad pad_by_design gives."""
+        if variant is not None and variant.upstream_pad_token:
+            return variant.upstream_config_pad_id
+        return self.upstream_config_pad_id
 
     def variant_of_repo_id(self, repo_id: str) -> Variant | None:
         return next((v for v in self.variants if v.owns_repo_id(repo_id)), None)
@@ -293,6 +305,7 @@ def _variant(data: dict[str, Any], key: str, display: str) -> Variant:
                                  if isinstance(r, dict) and r.get("other_release")),
         sampling=dict(data.get("sampling", {})),
         upstream_pad_token=_upstream_pad_token(data),
+        upstream_config_pad_id=(data.get("upstream_pad_token") or {}).get("config_pad_id"),
     )
 
 
@@ -323,6 +336,7 @@ def _family(data: dict[str, Any]) -> Family:
         stop_tokens=tuple(data.get("stop_tokens", ())),
         upstream_pad_token=_upstream_pad_token(data),
         upstream_pad_id=(data.get("upstream_pad_token") or {}).get("id"),
+        upstream_config_pad_id=(data.get("upstream_pad_token") or {}).get("config_pad_id"),
         upstream_generation_eos=_upstream_generation_eos(data.get("upstream_generation_eos")),
         tokens_past_rows=((dict(data["tokens_past_rows"]["tokens"]), data["tokens_past_rows"]["repo"])
                           if "tokens_past_rows" in data else None),

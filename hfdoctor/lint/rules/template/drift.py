@@ -28,7 +28,11 @@ family's canonical upstream template, and every other template upstream publishe
 When the base a checkpoint was trained from cannot be read (an adapter naming a local folder,
 or none), which template its weights learnt cannot be known: a difference is info. So it is when
 the model's own stop ids miss its template's end of turn: a pre-trained checkpoint or one trained
-from it (eos-not-end-of-turn reports the stop ids themselves).
+from it (eos-not-end-of-turn reports the stop ids themselves). And so it is when the checkpoint was
+trained here (an adapter, the Trainer's files beside it, an Unsloth run, a card a trainer wrote): a
+trainer saves the template it trained with, so the saved one is most likely what the weights learnt.
+What no training format intends stays drift even then: a template that fails where upstream's
+renders, or that prints a special token between quote characters ('<s>').
 """
 
 from __future__ import annotations
@@ -39,102 +43,23 @@ from hfdoctor import lineage as lineage_mod
 from hfdoctor.chat import consistency, corpus
 from hfdoctor.chat.analysis import analyze
 from hfdoctor.chat.render_plan import TemplateAnalysis, render_key
-from hfdoctor.chat.turns import turn_stop
 from hfdoctor.findings import Finding, Severity
 from hfdoctor.knowledge import registry
 from hfdoctor.knowledge.registry import Variant
 from hfdoctor.knowledge.upstream import canonical_template, shipped_revisions
-from hfdoctor.lineage.adapter_base import release_stage
 from hfdoctor.lint.edits.template_edits import replace_template_fix
 from hfdoctor.lint.rules.base import FixAvailability, Rule, rule
 from hfdoctor.lint.rules.template.common import TRAINING_TEMPLATE, default_template, training_template
+import hfdoctor.lint.rules.template.trained_format as trained_format
 from hfdoctor.lint.rules.template.design import candidate_variants, upstream_templates
 from hfdoctor.repo import ModelRepo
-from hfdoctor.repo.modelfile import modelfile
 
 
-def _trained_from_another_format(repo: ModelRepo, lineage: lineage_mod.Lineage) -> bool:
-    """The checkpoint was trained from a Hub model the registry does not tie to the family
-    (SmolLM-135M-Instruct, another fine-tune): its weights learnt that model's format, not
-    upstream's, so comparing them says nothing. An adapter that names no base of its own is read
-    through its card's base_model. (A pre-trained release of the family is
-    _pretrained_release's: said at info.)"""
-    fam = lineage.family_ref
-    names = lineage_mod.trained_from(repo)
-    if not names and repo.is_adapter and lineage_mod.adapter_base_model(repo) is None:
-        names = lineage_mod.card_base_models(repo)
-    return any(registry.family_of_repo_id(name) is not fam for name in names)
 
 
-def _pretrained_release(repo: ModelRepo, lineage: lineage_mod.Lineage) -> str | None:
-    """The family's pre-trained release the checkpoint declares it was trained from, when every
-    name it declares is one: the adapter's base or config.json's _name_or_path, else (none of
-    them written) the card's base_model (Deep Cogito's cogito-v1-preview-qwen-14B names
-    Qwen/Qwen2.5-14B; a GRPO adapter of gemma-3-1b-pt whose adapter_config.json lost the name).
-    A pre-trained release has no chat format: the template the fine-tune trained with is its
-    own, whatever the family's -Instruct release writes. A card naming an instruct release
-    beside it (a merge) is not that evidence."""
-    fam = lineage.family_ref
-    names = lineage_mod.trained_from(repo)
-    from_card = not names
-    names = names or lineage_mod.card_base_models(repo)
-    if not names or fam is None:
-        return None
-    if not all(registry.family_of_repo_id(name) is fam and release_stage(name) is True for name in names):
-        return None
-    if from_card and not all(_card_evidence(repo, fam, name) for name in names):
-        return None
-    return names[0]
 
 
-def _stops_before_no_turn_end(repo: ModelRepo) -> str | None:
-    """Why the weights' format cannot be the instruct release's when the model's own stop ids miss its
-    template's end of turn (a copy of the pre-trained SmolLM2-135M stopping on <|endoftext|> beside a
-    ChatML template): a pre-trained checkpoint, or one trained from it, learnt no chat format, and a
-    chat fine-tune that kept those ids is eos-not-end-of-turn's to report. Adapters stop as their base."""
-    stop = turn_stop(repo)
-    if repo.is_adapter or stop is None or not repo.eos_ids or stop[1] in repo.eos_ids:
-        return None
-    return (f"its {repo.eos_ids_source} stops only on {repo.eos_ids}, never on its template's end of turn "
-            f"{stop[0]!r} ({stop[1]}): a pre-trained checkpoint, or one trained from it, whose weights learnt no "
-            "instruct release's format (if it was chat-trained, eos-not-end-of-turn says what to fix)")
 
-
-def _card_evidence(repo: ModelRepo, fam: registry.Family, pretrained: str) -> bool:
-    """A card's base_model is evidence only for a pre-trained release the registry ties to its
-    chat release, and only when the card's text does not name that chat release: upstream's own
-    card of a chat release, or a copy of it, names the base it was trained from (Qwen3-8B's names
-    Qwen3-8B-Base and is headed '# Qwen3-8B'; IBM's granite-3.1-1b-a400m-instruct names
-    granite-3.1-1b-a400m-base), which says what upstream was trained from, not this checkpoint."""
-    releases = [b.repo for b in fam.bases if b.base_repo and b.base_repo.lower() == pretrained.lower()
-                and b.repo != b.base_repo]
-    if not releases:
-        return False
-    body = (repo.card.body if repo.card is not None else "").lower()
-    for release in (r.rsplit("/", 1)[-1].lower() for r in releases):
-        start = body.find(release)
-        while start != -1:
-            after = body[start + len(release):start + len(release) + 1]
-            if not after or not (after.isalnum() or after in "-_"):  # not part of a longer name (Qwen3-8B-Base)
-                return False
-            start = body.find(release, start + 1)
-    return True
-
-
-def _unknown_base(repo: ModelRepo) -> str | None:
-    """Why the model an adapter was trained from cannot be read (a local folder, or no name)."""
-    if not repo.is_adapter or lineage_mod.trained_from(repo) or lineage_mod.card_base_models(repo):
-        return None
-    base = lineage_mod.adapter_base_model(repo)
-    return f"its base is {base!r}, a local folder" if base else "it names no base model"
-
-
-# TRL's setup_chat_format ChatML template, byte for byte (also cosmo2-tokenizer's stock template).
-TRL_CHATML_SHA256 = "153280e3ff55d19da1398bdb3914ee2a51b80429bfaedde11d7d216c39db80f3"
-TRL_CHATML = ("it is TRL's stock ChatML template (setup_chat_format installs it on the model it trains), "
-              "so the checkpoint was trained on its own format")
-UNSLOTH = ("it is the template of the Unsloth run that saved this checkpoint (Unsloth's own, by its header comment, or "
-           "the one its Modelfile was written from), so the checkpoint was trained on it")
 
 
 def _only_the_date_differs(ours: TemplateAnalysis, upstream: TemplateAnalysis) -> bool:
@@ -254,38 +179,6 @@ def own_format_markers(repo: ModelRepo, analysis: TemplateAnalysis) -> list[str]
     return _own_markers(repo, lineage, analysis, [u.analysis for u in upstream_templates(repo)])
 
 
-def _unsloth_template(repo: ModelRepo, analysis: TemplateAnalysis) -> bool:
-    """Unsloth's own template (a Jinja comment of its header: "Copyright 2025-present Unsloth ...
-    Unsloth chat template fixes") on a checkpoint an Unsloth run saved (config.json's
-    unsloth_fixed or unsloth_version, or a base named unsloth/...) or on a trainer's checkpoint: the
-    run trained with the template it saved, so the weights learnt this one (a gpt-oss merge saved with
-    Unsloth's gpt-oss fixes, a GRPO checkpoint of an Unsloth gpt-oss base)."""
-    marked = False
-    start = analysis.text.find("{#")
-    while start != -1 and not marked:
-        end = analysis.text.find("#}", start)
-        comment = analysis.text[start:end if end != -1 else len(analysis.text)]
-        marked = "Unsloth" in comment and "template" in comment.lower()
-        start = analysis.text.find("{#", end) if end != -1 else -1
-    config = repo.config or {}
-    trained = "unsloth_fixed" in config or "unsloth_version" in config or any(
-        name.lower().startswith("unsloth/") for name in lineage_mod.trained_from(repo))
-    # A trainer's checkpoint (trainer_state.json beside it) saved the tokenizer it trained with:
-    # Unsloth's template there came from the Unsloth base it loaded (a TRL GRPO run on gpt-oss).
-    checkpoint = "trainer_state.json" in repo.files
-    return marked and (trained or checkpoint)
-
-
-def _unsloth_export(repo: ModelRepo, analysis: TemplateAnalysis) -> bool:
-    """A checkpoint an Unsloth run saved (config.json's unsloth_version) with the Ollama Modelfile
-    Unsloth writes from the chat template the run trained with: the template's opening text (an
-    Alpaca preamble from Unsloth's notebooks) is in that Modelfile too, so the weights learnt it."""
-    config = repo.config or {}
-    found = modelfile(repo) if "unsloth_version" in config or "unsloth_fixed" in config else None
-    start = analysis.text.find("{{ '")
-    end = analysis.text.find("'", start + 4) if start != -1 else -1
-    opening = analysis.text[start + 4:end] if end != -1 else ""
-    return found is not None and len(opening) >= 20 and opening in (repo.text(found.file) or "")
 
 
 def _only_the_default_system_differs(repo: ModelRepo, ours: TemplateAnalysis, upstream: TemplateAnalysis) -> tuple[str, str] | None:
@@ -331,6 +224,36 @@ def _other_releases(repo: ModelRepo, candidates: list[Variant]) -> list[tuple[Va
     return found
 
 
+def _template_bug(repo: ModelRepo, ours: TemplateAnalysis, upstreams: list[TemplateAnalysis]) -> str | None:
+    """A difference no training format intends, so it is drift even on a checkpoint trained here:
+    the template fails on a conversation upstream's renders, or it writes a special token between
+    quote characters no upstream template writes (syGOAT's Mistral template prints '<s>' with its
+    quotes: they sit outside the `{{ }}` that was meant to hold them)."""
+    for name, add_generation_prompt in consistency.DRIFT_RENDERS:
+        key = render_key(name, add_generation_prompt)
+        mine = ours.renders.get(key)
+        theirs = [u.renders.get(key) for u in upstreams]
+        # A template that declines a shape with raise_exception (an Alpaca template refusing system
+        # messages) does so on purpose; one that crashes does not.
+        if (mine is not None and mine.text is None and mine.error is not None and mine.error.kind != "declined"
+                and any(t is not None and t.text is not None for t in theirs)):
+            return (f"it fails on {corpus.conversation(name).what}, which upstream's template renders "
+                    f"({mine.error.describe()})")
+    specials = (repo.special_token(key) for key in ("bos_token", "eos_token"))
+    tokens = sorted({t for t in (*specials, *repo.added_token_strings) if t and len(t) > 1})
+
+    def texts(analysis: TemplateAnalysis) -> list[str]:
+        return [r.text for r in analysis.renders.values() if r is not None and r.text]
+
+    ours_texts, theirs_texts = texts(ours), [t for u in upstreams for t in texts(u)]
+    for token in tokens:
+        for quote in ("'", '"'):
+            quoted = f"{quote}{token}{quote}"
+            if any(quoted in t for t in ours_texts) and not any(quoted in t for t in theirs_texts):
+                return f"it writes {quoted} with its quote characters, a quoting mistake no training format intends"
+    return None
+
+
 @rule("TPL013", "template-drift", Severity.WARNING, fix=FixAvailability.UNSAFE)
 def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     """The rendered output differs from the upstream family template on standard conversations.
@@ -359,14 +282,19 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     (every turn marker and a caller's system message render as upstream's); differences no
     server sends (what a finished conversation ends with after its last turn, the default date
     of a Llama 3.x template). When the base an adapter was trained from cannot be read, which
-    template its weights learnt cannot be known: info.
+    template its weights learnt cannot be known: info. So is a difference on a checkpoint trained
+    here (an adapter, trainer_state.json or training_args.bin beside it, config.json's
+    unsloth_version, a card whose tags or text a trainer wrote): a trainer saves the template it
+    trained with. A template that fails where upstream's renders, or prints a special token between
+    quote characters, is drift whoever saved it.
 
     Why: the weights were trained on the upstream format. A fine-tune that ships a
     different template is served prompts the base never saw, unless the fine-tune
     retrained on exactly the new format.
 
-    Example: a fine-tune whose template writes `<|im_start|>user:` where Qwen3 writes
-    `<|im_start|>user`. Upstream's own template of another date or release (Qwen3's April and
+    Example: a copy of Qwen3-8B's weights (no adapter, trainer files or trainer's card) whose
+    template writes `<|im_start|>user:` where Qwen3 writes `<|im_start|>user`; a LoRA whose
+    template prints `'<s>'[INST]`, quotes included. Upstream's own template of another date or release (Qwen3's April and
     May revisions; Meta-Llama-3-8B-Instruct's, under a Llama 3.1 lineage; Granite 3.1's, under
     Granite 3.3's) is info, not drift; so is Deep Cogito's template on cogito-v1-preview-qwen-14B,
     trained from the pre-trained Qwen2.5-14B.
@@ -384,7 +312,7 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     candidates = candidate_variants(repo)  # none unless the lineage is certain
     if not candidates or any(analysis.sha256 == v.template.sha256 for v in candidates):
         return
-    if _trained_from_another_format(repo, lineage):
+    if trained_format.trained_from_another_format(repo, lineage):
         return
     upstreams = upstream_templates(repo)
     compared = []
@@ -438,24 +366,29 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
             return
     own = _own_markers(repo, lineage, analysis, [u.analysis for u in upstreams])
-    unknown = _unknown_base(repo)
-    trained = training_template(analysis)
-    chatml = analysis.sha256 == TRL_CHATML_SHA256
-    unsloth = _unsloth_template(repo, analysis) or _unsloth_export(repo, analysis)
+    unknown = trained_format.unknown_base(repo)
+    masked = training_template(analysis)
+    chatml = analysis.sha256 == trained_format.TRL_CHATML_SHA256
+    unsloth = trained_format.unsloth_saved(repo, analysis)
     system = _only_the_default_system_differs(repo, analysis, upstreams[0].analysis)
-    pretrained = _pretrained_release(repo, lineage)
-    never_stops = None if pretrained else _stops_before_no_turn_end(repo)
-    if own or unknown or trained or chatml or unsloth or system or pretrained or never_stops:
+    pretrained = trained_format.pretrained_release(repo, lineage)
+    never_stops = None if pretrained else trained_format.stops_before_no_turn_end(repo)
+    bug = _template_bug(repo, analysis, [u.analysis for u in upstreams])
+    whitespace_only = all(d.whitespace_only for d in drifts)
+    here = None if bug or whitespace_only else trained_format.trained_here(repo)
+    if own or unknown or masked or chatml or unsloth or system or pretrained or never_stops or here:
         why = (f"its turn markers ({', '.join(own[:4])}) are tokens this checkpoint added, so it was trained on "
-               "its own format" if own else TRAINING_TEMPLATE if trained else TRL_CHATML if chatml
-               else UNSLOTH if unsloth
+               "its own format" if own else TRAINING_TEMPLATE if masked else trained_format.TRL_CHATML if chatml
+               else trained_format.UNSLOTH if unsloth
                else f"only its default system message differs ({system[0][:60]!r} for {system[1][:60]!r}): every turn "
                "marker, and a system message the caller sends, render as upstream's" if system
                else f"it was trained from {pretrained}, a pre-trained {lineage.family_ref.display} release with no chat "
                "format of its own, so its weights learnt the template its own training used, not the instruct "
                "release's" if pretrained
                else never_stops if never_stops
-               else f"{unknown}, so which template its weights learnt cannot be known")
+               else f"{unknown}, so which template its weights learnt cannot be known" if unknown
+               else f"it was trained here ({here}), and a trainer saves the template it trained with, so this is most "
+               "likely the format its weights learnt (if the run trained on upstream's format instead, restore that one)")
         yield self.finding(
             repo,
             f"the chat template differs from the upstream {variant.template.repo} template, {differs}; {why}. "
@@ -468,14 +401,13 @@ def template_drift(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
         also = f" (nor like {others}: the evidence does not say which {lineage.family_ref.display} release this is)"
     else:
         also = ""
-    whitespace_only = all(d.whitespace_only for d in drifts)
     yield self.finding(
         repo,
         f"the chat template renders {len(drifts)} of {len(consistency.DRIFT_RENDERS)} standard conversations "
         f"differently from the upstream {variant.template.repo} template{also}"
         + (" (whitespace only)" if whitespace_only else "")
-        + f": {detail}. The weights were trained on the upstream format; unless this fine-tune was retrained on its "
-        "own template, it is served prompts it never saw.",
+        + f": {detail}" + (f"; {bug}" if bug else "") + ". The weights were trained on the upstream format; unless this "
+        "fine-tune was retrained on its own template, it is served prompts it never saw.",
         severity=Severity.INFO if whitespace_only else self.severity,
         file=source.file, pointer=source.pointer, fix=fix,
     )

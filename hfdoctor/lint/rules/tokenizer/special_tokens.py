@@ -87,8 +87,11 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     end-of-turn token (SmolLM3, DeepSeek-R1, TinyLlama-Chat's '</s>', Granite 3.x's '<|end_of_text|>' at id 0,
     not Granite 4.0's, which pads with '<|pad|>'): that is the family's design, and its fine-tuning
     recipes set their own pad token. Never when the repository's own config.json or
-    generation_config.json names another pad id (a contradiction inside one repository),
-    nor when the upstream named is the repository itself. Info, too, for a model that
+    generation_config.json names another pad id (a contradiction inside one repository), unless
+    the release's own files name that same id beside the same pad (TinyLlama-Chat's
+    generation_config.json: 0; SmolLM3-3B's config files: 128004): then the copy carries the
+    release's files as its makers published them (the safe fix that makes the tokenizer agree is
+    still offered). Nor when the upstream named is the repository itself. Info, too, for a model that
     generates no text (an LLM2Vec encoder, a classifier): it has no end of turn to learn.
     """
     pad = repo.special_token("pad_token")
@@ -112,9 +115,13 @@ def pad_token_is_eos(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     release = lineage.variant_ref.display if lineage.variant_ref and lineage.variant_ref.upstream_pad_token else \
         fam.display if fam else ""
     # A config.json or generation_config.json naming another pad id contradicts the tokenizer
-    # inside this repository: never a design, whatever upstream does (SmolLM3-3B's own files).
-    design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{release}: {upstream[1]} pads with {upstream[0]!r}"),) \
-        if upstream is not None and upstream[0] == pad and not safe else ()
+    # inside this repository: not a design, unless the release's own files name that same id
+    # beside the same pad (TinyLlama-Chat's generation_config.json says 0, SmolLM3-3B's 128004).
+    own_contradiction = safe and fam is not None and _named_pad_id(repo, candidate) == \
+        fam.config_pad_by_design(lineage.variant_ref)
+    by_design = upstream is not None and upstream[0] == pad and (not safe or own_contradiction)
+    design = (Facet(FacetKind.UPSTREAM_DESIGN, f"{release}: {upstream[1]} pads with {upstream[0]!r}"
+                    + (" beside that other pad id" if safe else "")),) if by_design else ()
     # Learning to stop is a problem of a model that generates: an encoder (an LLM2Vec embedder, a
     # classifier) has no end of turn to learn, and the policy says so at info.
     design += (Facet(FacetKind.GENERATION),)
@@ -142,6 +149,15 @@ def _pad_candidate(repo: ModelRepo, stop_token: str) -> tuple[str | None, bool]:
     # A token named for padding, else the document separator ChatML families pad with (Qwen: <|endoftext|>).
     named = sorted(t for t in unused if "pad" in t.lower()) or [t for t in unused if t == "<|endoftext|>"]
     return (named[0], False) if named else (None, False)
+
+
+def _named_pad_id(repo: ModelRepo, token: str | None) -> int | None:
+    """The pad id config.json or generation_config.json names for `token`."""
+    for data in (repo.config, repo.generation_config):
+        for pad_id in as_id_list((data or {}).get("pad_token_id"))[:1]:
+            if token is not None and repo.id_to_token.get(pad_id) == token:
+                return pad_id
+    return None
 
 
 def _named_by(repo: ModelRepo, token: str) -> str:
