@@ -253,7 +253,12 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
     (TinyLlama-Chat's `<|user|>`; the DeepSeek-R1 distills' tool-call markers, which their
     Qwen and Llama vocabularies lack), or when every missing marker is a role marker of a
     published format that writes them as text (Zephyr's <|system|>, <|user|>, <|assistant|>)
-    and none is a token here: the model was trained that way.
+    and none is a token here: the model was trained that way. A warning, not an error, for a
+    marker no upstream template of the family writes (a tool role a training framework's template
+    adds), and for one the template never writes itself but builds from a role's name
+    ('<|' + role + '|>' on a tool message, as Phi-tiny-MoE's template does) when the vocabulary has
+    that format's user and assistant markers: the format has no such role, which is no broken
+    trained token, but such turns reach the model in a form it never saw.
 
     Judged only with the whole vocabulary at hand (tokenizer.json, vocab.json or a GGUF): a
     folder that commits only its added tokens (a Granite 3 folder without vocab.json, whose
@@ -310,6 +315,20 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
                 **location(repo, source, line), severity=Severity.WARNING,
             )
             continue
+        role = _role_without_token(repo, analysis.text, marker)
+        if role is not None:
+            # The template builds every role's marker from the role's name ('<|' + role + '|>') and the
+            # vocabulary has that format's chat roles: a role the release never had (a tool turn) comes
+            # out as text. No trained token is broken, but such turns reach the model in a form it never saw.
+            yield self.finding(
+                repo,
+                f"the chat template builds each role's marker from the role's name, and this vocabulary has its "
+                f"format's chat roles as tokens but none for a {role!r} role: a {role} message is written as the "
+                f"plain text {marker!r}{pieces}. The model never learned it as a control token, so {role} turns "
+                f"reach it in a form it never saw, and parsers waiting for {marker!r} as one token never fire.",
+                **location(repo, source, line), severity=Severity.WARNING,
+            )
+            continue
         yield self.finding(
             repo,
             f"the chat template emits {marker!r}, which is not a token of the vocabulary{pieces}: the model reads "
@@ -318,6 +337,27 @@ def template_unknown_token(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             **location(repo, source, line),
             facets=_written_as_text_upstream(repo, marker) or _text_marker_format(marker, missing, vocab),
         )
+
+
+# The roles hfdoctor's standard conversations send, and the chat roles every format writes.
+ROLES_SENT = ("system", "user", "assistant", "tool")
+CHAT_ROLES = ("user", "assistant")
+
+
+def _role_without_token(repo: ModelRepo, template_text: str, marker: str) -> str | None:
+    """The role whose name `marker` was built from ('<|tool|>' from a tool message, by a template that
+    writes '<|' + role + '|>'), when the template never writes the marker itself and the vocabulary has
+    the same format's markers for the chat roles (Phi-3's <|user|> and <|assistant|>): a role the
+    format does not have. None otherwise (a marker the template writes, or a format the vocabulary
+    lacks altogether, which is a broken template)."""
+    if marker in template_text:
+        return None
+    for role in ROLES_SENT:
+        if role in CHAT_ROLES or marker.count(role) != 1:
+            continue
+        if all(repo.token_id(marker.replace(role, other)) is not None for other in CHAT_ROLES):
+            return role
+    return None
 
 
 def _family_upstream_texts(repo: ModelRepo) -> tuple[str, list[str]] | None:
