@@ -56,7 +56,8 @@ def test_special_tokens_map_overrides_a_legacy_tokenizer_config(tmp_path):
 
 def test_special_tokens_map_does_not_override_a_modern_tokenizer_config(tmp_path):
     """Mistral-7B-Instruct-v0.2's tokenizer_config.json has added_tokens_decoder: transformers reads its
-    tokens and ignores special_tokens_map.json, so a map that disagrees is a warning."""
+    tokens and ignores special_tokens_map.json, so a map that disagrees on the eos is a warning (on a pad
+    tokenizer_config.json leaves unset, info)."""
     folder = tmp_path / "m"
     shutil.copytree(UPSTREAM / "mistralai--Mistral-7B-Instruct-v0.2", folder)
     special = json.loads((folder / "special_tokens_map.json").read_text())
@@ -67,7 +68,13 @@ def test_special_tokens_map_does_not_override_a_modern_tokenizer_config(tmp_path
 
     assert AutoTokenizer.from_pretrained(folder).pad_token is None  # transformers agrees
     [finding] = findings(folder, ["TOK007"])
-    assert str(finding.severity) == "warning" and "transformers uses the first" in finding.message
+    # A pad left unset decides nothing about where text starts or stops: info.
+    assert str(finding.severity) == "info" and "transformers uses the first" in finding.message
+    special["eos_token"] = "<unk>"
+    (folder / "special_tokens_map.json").write_text(json.dumps(special))
+    assert AutoTokenizer.from_pretrained(folder).eos_token == "</s>"
+    eos = [f for f in findings(folder, ["TOK007"]) if f.pointer == "/eos_token"]
+    assert [str(f.severity) for f in eos] == ["warning"] and "transformers uses the first" in eos[0].message
 
 
 def _transformers5_config(tmp_path: Path, model_type: str) -> Path:

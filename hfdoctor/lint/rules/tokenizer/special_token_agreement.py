@@ -71,12 +71,14 @@ def special_tokens_map_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding
     added_tokens_decoder (the legacy layout): then special_tokens_map.json overrides it.
 
     Severity: warning; info when tokenizer_config.json's value is null and the legacy
-    layout lets the map supply the token (transformers uses the map's).
+    layout lets the map supply the token (transformers uses the map's), and info for a pad
+    tokenizer_config.json leaves null beside added_tokens_decoder: transformers then has no pad
+    and asks for one when a batch needs it, which decides nothing about where text starts or stops.
 
-    Example: Mistral-7B-Instruct-v0.2, whose tokenizer_config.json says "pad_token": null,
-    with "pad_token": "<unk>" added to its special_tokens_map.json: tokenizer_config.json
-    has added_tokens_decoder, so transformers has no pad token, while tools that read the
-    map pad with <unk> (warning).
+    Example: Mistral-7B-Instruct-v0.2, whose tokenizer_config.json says "eos_token": "</s>",
+    with "eos_token": "<unk>" in its special_tokens_map.json: tokenizer_config.json has
+    added_tokens_decoder, so transformers stops on </s>, while tools that read the map stop on
+    <unk> (warning).
 
     Fix: none automatic; make the two files name the same tokens (`save_pretrained()`
     writes both).
@@ -96,11 +98,16 @@ def special_tokens_map_mismatch(repo: ModelRepo, self: Rule) -> Iterator[Finding
                     severity=Severity.INFO if a is None else Severity.WARNING,
                 )
                 continue
+            # A pad tokenizer_config.json leaves unset is no disagreement about where text starts or stops:
+            # transformers simply has no pad, and asks for one the first time a batch needs padding.
+            unset_pad = key == "pad_token" and a is None
             yield self.finding(
                 repo,
                 f"{key} is {a!r} in tokenizer_config.json but {b!r} in special_tokens_map.json: transformers uses the "
-                "first, tools that read special_tokens_map.json use the second.",
-                file="special_tokens_map.json", pointer=f"/{key}", severity=Severity.WARNING,
+                "first, tools that read special_tokens_map.json use the second."
+                + (" An unset pad only matters for batching, where transformers asks for one." if unset_pad else ""),
+                file="special_tokens_map.json", pointer=f"/{key}",
+                severity=Severity.INFO if unset_pad else Severity.WARNING,
             )
 
 
