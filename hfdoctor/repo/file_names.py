@@ -17,6 +17,7 @@ TRANSFORMERS_WEIGHTS = ("model.safetensors", "model-", "pytorch_model", "tf_mode
 def is_transformers_weight(rel: str) -> bool:
     return rel.rsplit("/", 1)[-1].startswith(TRANSFORMERS_WEIGHTS)
 
+
 # What transformers' Trainer (and accelerate, DeepSpeed) save beside a checkpoint to resume
 # training: the optimizer, scheduler, AMP scaler and RNG states, the pickled TrainingArguments
 # and the trainer's log. Training state, never the model's weights.

@@ -94,8 +94,6 @@ def _browser_duplicates(repo: ModelRepo, self: Rule) -> Iterator[Finding]:
             )
 
 
-
-
 def _adapter_beside_foreign_backbone(repo: ModelRepo) -> bool:
     """A PEFT adapter whose other weight files are not transformers weights (Meta's DINOv3
     checkpoint dinov3_vits16_pretrain_lvd.pth beside a LoRA of it): that library's own code builds

@@ -145,6 +145,11 @@ def _control_tokens_only(repo: ModelRepo, text: str) -> bool:
     return bool(text.strip()) and not rest.strip()
 
 
+def _rendered_texts(analysis: TemplateAnalysis) -> list[str]:
+    """The text of every render of `analysis` that produced any."""
+    return [r.text for r in analysis.renders.values() if r is not None and r.text]
+
+
 def _own_markers(repo: ModelRepo, lineage: lineage_mod.Lineage, ours: TemplateAnalysis,
                  upstream: list[TemplateAnalysis]) -> list[str]:
     """Tokens the checkpoint added (ids at or past the family's vocabulary, as the registry
@@ -163,7 +168,7 @@ def _own_markers(repo: ModelRepo, lineage: lineage_mod.Lineage, ours: TemplateAn
     beyond = {t for t in added if (repo.token_id(t) or 0) >= largest}
 
     def written(analysis: TemplateAnalysis) -> set[str]:
-        texts = [r.text for r in analysis.renders.values() if r is not None and r.text]
+        texts = _rendered_texts(analysis)
         return {t for t in added if any(t in text for text in texts)}
 
     theirs = set().union(*(written(u) for u in upstream)) if upstream else set()
@@ -241,13 +246,10 @@ def _template_bug(repo: ModelRepo, ours: TemplateAnalysis, upstreams: list[Templ
                     f"({mine.error.describe()})")
     specials = (repo.special_token(key) for key in ("bos_token", "eos_token"))
     tokens = sorted({t for t in (*specials, *repo.added_token_strings) if t and len(t) > 1})
-
-    def texts(analysis: TemplateAnalysis) -> list[str]:
-        return [r.text for r in analysis.renders.values() if r is not None and r.text]
-
     # One string per side (NUL never occurs in a token): a vocabulary's thousands of added tokens are
     # each looked up twice, not once per render.
-    ours_text, theirs_text = "\0".join(texts(ours)), "\0".join(t for u in upstreams for t in texts(u))
+    ours_text = "\0".join(_rendered_texts(ours))
+    theirs_text = "\0".join(t for u in upstreams for t in _rendered_texts(u))
     for token in tokens:
         for quote in ("'", '"'):
             quoted = f"{quote}{token}{quote}"

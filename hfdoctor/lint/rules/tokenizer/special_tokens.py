@@ -140,32 +140,32 @@ def _pad_candidate(repo: ModelRepo, stop_token: str) -> tuple[str | None, bool]:
     eos, bos = repo.special_token("eos_token"), repo.special_token("bos_token")
     used = {stop_token, eos, bos}
     template = repo.chat_template.text if repo.chat_template else ""
-    for data in (repo.config, repo.generation_config):
-        for pad_id in as_id_list((data or {}).get("pad_token_id"))[:1]:
-            token = repo.id_to_token.get(pad_id)
-            if token and token not in used and token in repo.added_token_strings:
-                return token, True
+    for _, _, token in _config_pads(repo):
+        if token and token not in used and token in repo.added_token_strings:
+            return token, True
     unused = [t for t in repo.added_token_strings if t not in used and t not in template]
     # A token named for padding, else the document separator ChatML families pad with (Qwen: <|endoftext|>).
     named = sorted(t for t in unused if "pad" in t.lower()) or [t for t in unused if t == "<|endoftext|>"]
     return (named[0], False) if named else (None, False)
 
 
+def _config_pads(repo: ModelRepo) -> Iterator[tuple[str, int, str | None]]:
+    """(file, pad id, its token) of the pad id config.json and generation_config.json each name first."""
+    for file, data in (("config.json", repo.config), ("generation_config.json", repo.generation_config)):
+        for pad_id in as_id_list((data or {}).get("pad_token_id"))[:1]:
+            yield file, pad_id, repo.id_to_token.get(pad_id)
+
+
 def _named_pad_id(repo: ModelRepo, token: str | None) -> int | None:
     """The pad id config.json or generation_config.json names for `token`."""
-    for data in (repo.config, repo.generation_config):
-        for pad_id in as_id_list((data or {}).get("pad_token_id"))[:1]:
-            if token is not None and repo.id_to_token.get(pad_id) == token:
-                return pad_id
-    return None
+    return next((pad_id for _, pad_id, named in _config_pads(repo) if token is not None and named == token), None)
 
 
 def _named_by(repo: ModelRepo, token: str) -> str:
     """'generation_config.json names pad_token_id 0 (<unk>) already.': the file that contradicts the tokenizer."""
-    for file, data in (("config.json", repo.config), ("generation_config.json", repo.generation_config)):
-        for pad_id in as_id_list((data or {}).get("pad_token_id"))[:1]:
-            if repo.id_to_token.get(pad_id) == token:
-                return f"{file} already names pad_token_id {pad_id} ({token!r}): the tokenizer contradicts it."
+    for file, pad_id, named in _config_pads(repo):
+        if named == token:
+            return f"{file} already names pad_token_id {pad_id} ({token!r}): the tokenizer contradicts it."
     return ""
 
 
